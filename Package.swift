@@ -1,0 +1,33 @@
+// swift-tools-version: 6.2
+
+import PackageDescription
+
+let package = Package(
+  name: "Unidirectional",
+  platforms: [.macOS(.v15)],  // NB: Linux is primary; macOS 15 for `Synchronization.Atomic`.
+  products: [
+    .library(name: "Unidirectional", targets: ["Unidirectional"]),
+    .library(name: "UnidirectionalTesting", targets: ["UnidirectionalTesting"]),
+  ],
+  targets: [
+    .target(name: "Unidirectional"),
+    .target(name: "UnidirectionalTesting", dependencies: ["Unidirectional"]),
+    .executableTarget(name: "Benchmarks", dependencies: ["Unidirectional"], path: "Benchmarks"),
+    .testTarget(
+      name: "UnidirectionalTests",
+      dependencies: ["Unidirectional", "UnidirectionalTesting"]
+    ),
+  ],
+  swiftLanguageModes: [.v6]
+)
+
+for target in package.targets {
+  target.swiftSettings = (target.swiftSettings ?? []) + [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("ImmutableWeakCaptures"),
+    .enableUpcomingFeature("InferIsolatedConformances"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("NonisolatedNonsendingByDefault"),
+  ]
+}

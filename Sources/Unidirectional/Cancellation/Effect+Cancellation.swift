@@ -1,0 +1,49 @@
+// MARK: - Cancellation
+
+extension Effect {
+  /// Makes this effect cancellable by an identifier.
+  ///
+  /// Cancel it later by returning ``cancel(id:)`` with an equal `id` from a reducer. The effect
+  /// is registered when the reducer *returns* it, so a cancellation processed afterwards (even
+  /// in the same `send`) reaches it, also before it has started. Identifiers are scoped to the
+  /// root ``Store`` that runs the effect and keyed by type and value (`1` and `"1"` differ).
+  ///
+  /// ```swift
+  /// return .run { send in await send(.response(try await api.search(query))) }
+  ///   .cancellable(id: CancelID.search, cancelInFlight: true)
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - id: Any hashable, sendable value. Prefer a dedicated `enum CancelID`.
+  ///   - cancelInFlight: When `true`, first cancels in-flight effects with the same `id`.
+  /// - Returns: An effect that stops producing actions once cancelled.
+  public func cancellable<ID: Hashable & Sendable>(
+    id: ID,
+    cancelInFlight: Bool = false
+  ) -> Self {
+    if case .none = self.operation, !cancelInFlight {
+      return .none
+    }
+    return Self(operation: .cancellable(CancelKey(id), cancelInFlight: cancelInFlight, self))
+  }
+
+  /// An effect that cancels the effects registered under `id`.
+  ///
+  /// Once the store has processed it, no action from those effects reaches a reducer, and their
+  /// work sees `Task.isCancelled`. Cancelling an identifier with no effects does nothing.
+  ///
+  /// - Parameter id: The identifier the effects were made cancellable with.
+  /// - Returns: An effect that cancels them.
+  public static func cancel<ID: Hashable & Sendable>(id: ID) -> Self {
+    Self(operation: .cancel([CancelKey(id)]))
+  }
+
+  /// An effect that cancels the effects registered under any of `ids`.
+  ///
+  /// - Parameter ids: The identifiers.
+  /// - Returns: An effect that cancels them.
+  public static func cancel<ID: Hashable & Sendable>(ids: some Sequence<ID>) -> Self {
+    let keys = ids.map(CancelKey.init)
+    return keys.isEmpty ? .none : Self(operation: .cancel(keys))
+  }
+}

@@ -1,0 +1,91 @@
+extension Clock where Duration == Swift.Duration {
+  /// A sequence that ticks every `interval` on this clock, without drift.
+  ///
+  /// Tick *k* is due at `start + k × interval`, where `start` is the clock's `now` when the
+  /// iteration begins, however long the loop body takes; a late tick is delivered at once. Each
+  /// element is the time since the start (`interval`, `2 × interval`, ...). The sequence ends
+  /// when the iterating task is cancelled. Works on an existential `any Clock<Duration>`.
+  ///
+  /// ```swift
+  /// return .run { [clock] send in
+  ///   for await _ in clock.timer(interval: .seconds(1)) {
+  ///     await send(.timerTick)
+  ///   }
+  /// }
+  /// .cancellable(id: CancelID.timer, cancelInFlight: true)
+  /// ```
+  ///
+  /// - Parameter interval: The time between ticks.
+  /// - Returns: An endless sequence of ticks.
+  public func timer(interval: Duration) -> ClockTimer {
+    ClockTimer { TimerDriver(clock: self, interval: interval) }
+  }
+}
+
+/// The ticks of ``_Concurrency/Clock/timer(interval:)``: the elapsed time at each tick.
+public struct ClockTimer: AsyncSequence, Sendable {
+  /// The time since the timer started, at this tick.
+  public typealias Element = Duration
+  /// The timer ends instead of throwing.
+  public typealias Failure = Never
+
+  private let makeDriver: @Sendable () -> AnyTimerDriver
+
+  init(makeDriver: @escaping @Sendable () -> AnyTimerDriver) {
+    self.makeDriver = makeDriver
+  }
+
+  /// Creates an iterator; the timer starts with its first `next()`.
+  public func makeAsyncIterator() -> Iterator {
+    Iterator(driver: self.makeDriver())
+  }
+
+  /// Iterates the ticks.
+  public struct Iterator: AsyncIteratorProtocol {
+    let driver: AnyTimerDriver
+
+    /// Waits for the next tick; `nil` once the task is cancelled.
+    public mutating func next() async -> Duration? {
+      await self.driver.next()
+    }
+  }
+}
+
+@available(*, unavailable)
+extension ClockTimer.Iterator: Sendable {}
+
+/// The type-erased state of one timer iteration.
+class AnyTimerDriver {
+  func next() async -> Duration? { nil }
+}
+
+private final class TimerDriver<C: Clock>: AnyTimerDriver where C.Duration == Duration {
+  private let clock: C
+  private let interval: Duration
+  private var start: C.Instant?
+  private var ticks = 0
+
+  init(clock: C, interval: Duration) {
+    self.clock = clock
+    self.interval = interval
+  }
+
+  override func next() async -> Duration? {
+    guard !Task.isCancelled else { return nil }
+    let start: C.Instant
+    if let existing = self.start {
+      start = existing
+    } else {
+      start = self.clock.now
+      self.start = start
+    }
+    self.ticks += 1
+    let elapsed = self.interval * self.ticks
+    do {
+      try await self.clock.sleep(until: start.advanced(by: elapsed), tolerance: nil)
+    } catch {
+      return nil
+    }
+    return elapsed
+  }
+}

@@ -1,0 +1,267 @@
+/// A clock whose time moves only when a test advances it.
+///
+/// ```swift
+/// let clock = TestClock()
+/// let store = TestStore(initialState: Counter.State()) { Counter(clock: clock) }
+/// await store.send(.startTimerTapped) { $0.isTimerRunning = true }
+/// await clock.advance(by: .seconds(1))
+/// await store.receive(.timerTick) { $0.count = 1 }
+/// ```
+///
+/// - ``now`` starts at zero.
+/// - A sleep suspends until the clock is advanced to its deadline. Sleeping until a deadline that
+///   has already passed returns immediately (swift-clocks suspends until the next advance; we do
+///   not, on purpose: a past deadline is due).
+/// - ``advance(by:)`` wakes the sleepers due in the span in deadline order, ties in the order
+///   they slept. While a sleeper runs, ``now`` reads its deadline. A sleep scheduled by woken
+///   code that falls inside the span also wakes within the same advance, at its own deadline.
+/// - A cancelled sleeper is removed at once and its sleep throws `CancellationError`.
+///
+/// **Determinism.** Under a test store, the woken code runs on the store's hand-drained
+/// executor: `advance` resumes one sleeper, drains that executor until every effect that can
+/// make progress has suspended again, and only then moves to the next deadline, so it returns
+/// with all the work of the span done. Used on its own in plain async code, `advance` resumes
+/// the due sleepers synchronously in deadline order but cannot know when the resumed tasks have
+/// run; a sleep those tasks schedule later is only seen by the next advance.
+public final class TestClock: Clock, @unchecked Sendable {
+  // Safety: every `var` below is read and written only while `lock` is held.
+
+  /// A point in time on a ``TestClock``: the offset from its start.
+  public struct Instant: InstantProtocol, Hashable, Sendable {
+    /// The time since the clock's start.
+    public var offset: Duration
+
+    /// Creates an instant at `offset` from the clock's start.
+    public init(offset: Duration = .zero) {
+      self.offset = offset
+    }
+
+    /// The instant `duration` later.
+    public func advanced(by duration: Duration) -> Self {
+      Self(offset: self.offset + duration)
+    }
+
+    /// The time from this instant to `other`.
+    public func duration(to other: Self) -> Duration {
+      other.offset - self.offset
+    }
+
+    /// Orders instants by offset.
+    public static func < (lhs: Self, rhs: Self) -> Bool {
+      lhs.offset < rhs.offset
+    }
+  }
+
+  private let lock = Lock()
+  private var current: Instant
+  private var nextSequence = 0
+  private var sleepers: [Int: Sleeper] = [:]
+  private var queue = SleeperHeap()
+  /// Sleeps between taking a sequence number and registering; `true` once cancelled.
+  private var registering: [Int: Bool] = [:]
+
+  private struct Sleeper {
+    var deadline: Instant
+    var continuation: UnsafeContinuation<Void, any Error>
+    var drainer: (any ManualDrainer)?
+  }
+
+  /// Creates a clock whose `now` starts at `now` (zero by default).
+  public init(now: Instant = Instant()) {
+    self.current = now
+  }
+
+  /// The current instant.
+  public var now: Instant {
+    self.lock.withLock { self.current }
+  }
+
+  /// The clock has no resolution limit.
+  public var minimumResolution: Duration {
+    .zero
+  }
+
+  /// The number of tasks sleeping on this clock.
+  public var sleeperCount: Int {
+    self.lock.withLock { self.sleepers.count }
+  }
+
+  /// Suspends until the clock is advanced to `deadline`; returns at once if it has passed.
+  ///
+  /// - Throws: `CancellationError` when the task is cancelled before or while sleeping.
+  public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
+    try Task.checkCancellation()
+    let drainer = TestExecution.drainer
+    let sequence = self.lock.withLock { () -> Int in
+      defer { self.nextSequence += 1 }
+      self.registering[self.nextSequence] = false
+      return self.nextSequence
+    }
+    try await withTaskCancellationHandler {
+      try await withUnsafeThrowingContinuation {
+        (continuation: UnsafeContinuation<Void, any Error>) in
+        self.lock.lock()
+        let cancelled = self.registering.removeValue(forKey: sequence) ?? false
+        if cancelled {
+          self.lock.unlock()
+          continuation.resume(throwing: CancellationError())
+          return
+        }
+        if deadline <= self.current {
+          self.lock.unlock()
+          continuation.resume()
+          return
+        }
+        self.sleepers[sequence] = Sleeper(
+          deadline: deadline,
+          continuation: continuation,
+          drainer: drainer
+        )
+        self.queue.push(deadline: deadline.offset, sequence: sequence)
+        self.lock.unlock()
+      }
+    } onCancel: {
+      self.lock.lock()
+      if let sleeper = self.sleepers.removeValue(forKey: sequence) {
+        self.lock.unlock()
+        sleeper.continuation.resume(throwing: CancellationError())
+        return
+      }
+      if self.registering[sequence] != nil {
+        self.registering[sequence] = true
+      }
+      self.lock.unlock()
+    }
+  }
+
+  /// Moves time forward by `duration`, waking every sleeper due in the span in order.
+  public func advance(by duration: Duration = .zero) async {
+    let target = self.lock.withLock { self.current.advanced(by: duration) }
+    await self.advance(to: target)
+  }
+
+  /// Moves time forward to `deadline`, waking every sleeper due by then in order.
+  ///
+  /// Moving to an instant before ``now`` wakes nothing and leaves the clock where it is.
+  public func advance(to deadline: Instant) async {
+    while let sleeper = self.popSleeper(dueBy: deadline) {
+      sleeper.continuation.resume()
+      sleeper.drainer?.drainUntilIdle()
+    }
+    self.lock.withLock {
+      if self.current < deadline { self.current = deadline }
+    }
+  }
+
+  /// Advances to each next deadline until no task is sleeping.
+  ///
+  /// - Parameter maximumSteps: How many deadlines to advance through before giving up; a timer
+  ///   that never stops would otherwise make this loop forever. Reaching the bound reports an
+  ///   issue.
+  public func run(
+    maximumSteps: Int = 10_000,
+    fileID: StaticString = #fileID,
+    filePath: StaticString = #filePath,
+    line: UInt = #line,
+    column: UInt = #column
+  ) async {
+    for _ in 0..<maximumSteps {
+      guard let next = self.nextDeadline() else { return }
+      await self.advance(to: next)
+    }
+    guard self.nextDeadline() != nil else { return }
+    reportIssue(
+      """
+      'TestClock.run()' stopped after \(maximumSteps) deadlines with tasks still sleeping.
+
+        Sleeping tasks: \(self.sleeperCount)
+        Now: \(self.now.offset)
+
+      Something keeps scheduling sleeps, such as a timer that is never stopped. Cancel it, or \
+      advance by a fixed duration with 'advance(by:)'.
+      """,
+      fileID: "\(fileID)",
+      filePath: "\(filePath)",
+      line: Int(line),
+      column: Int(column)
+    )
+  }
+
+  // MARK: - Private
+
+  private func nextDeadline() -> Instant? {
+    self.lock.withLock {
+      self.dropStale()
+      return self.queue.peek().map { Instant(offset: $0.deadline) }
+    }
+  }
+
+  /// Removes the earliest sleeper due by `deadline` and moves `now` to its deadline.
+  private func popSleeper(dueBy deadline: Instant) -> Sleeper? {
+    self.lock.withLock {
+      self.dropStale()
+      guard let first = self.queue.peek(), first.deadline <= deadline.offset else { return nil }
+      self.queue.pop()
+      guard let sleeper = self.sleepers.removeValue(forKey: first.sequence) else { return nil }
+      if self.current < sleeper.deadline { self.current = sleeper.deadline }
+      return sleeper
+    }
+  }
+
+  /// Drops heap entries of cancelled sleepers.
+  private func dropStale() {
+    while let first = self.queue.peek(), self.sleepers[first.sequence] == nil {
+      self.queue.pop()
+    }
+  }
+}
+
+/// A binary min-heap of (deadline, sequence): deadline order, ties in the order they slept.
+struct SleeperHeap {
+  struct Entry {
+    var deadline: Duration
+    var sequence: Int
+
+    static func < (lhs: Self, rhs: Self) -> Bool {
+      (lhs.deadline, lhs.sequence) < (rhs.deadline, rhs.sequence)
+    }
+  }
+
+  private var entries: [Entry] = []
+
+  var isEmpty: Bool { self.entries.isEmpty }
+
+  func peek() -> Entry? { self.entries.first }
+
+  mutating func push(deadline: Duration, sequence: Int) {
+    self.entries.append(Entry(deadline: deadline, sequence: sequence))
+    var child = self.entries.count - 1
+    while child > 0 {
+      let parent = (child - 1) / 2
+      guard self.entries[child] < self.entries[parent] else { break }
+      self.entries.swapAt(child, parent)
+      child = parent
+    }
+  }
+
+  @discardableResult
+  mutating func pop() -> Entry? {
+    guard !self.entries.isEmpty else { return nil }
+    self.entries.swapAt(0, self.entries.count - 1)
+    let first = self.entries.removeLast()
+    var parent = 0
+    while true {
+      let left = 2 * parent + 1
+      let right = left + 1
+      var smallest = parent
+      if left < self.entries.count, self.entries[left] < self.entries[smallest] { smallest = left }
+      if right < self.entries.count, self.entries[right] < self.entries[smallest] {
+        smallest = right
+      }
+      guard smallest != parent else { break }
+      self.entries.swapAt(parent, smallest)
+      parent = smallest
+    }
+    return first
+  }
+}

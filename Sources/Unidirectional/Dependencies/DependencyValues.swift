@@ -1,0 +1,153 @@
+/// The dependencies features read with ``Dependency``: clocks, generators, clients.
+///
+/// Dependencies are plain values (structs of closures, clocks, streams), so tests substitute
+/// them. Register one by extending `DependencyValues` with a computed property backed by a
+/// ``DependencyKey``:
+///
+/// ```swift
+/// struct APIClient: Sendable {
+///   var fetch: @Sendable (Int) async throws -> String
+/// }
+/// enum APIClientKey: DependencyKey {
+///   static let liveValue = APIClient(fetch: { id in try await download(id) })
+///   static let testValue = APIClient(fetch: { _ in unimplemented("APIClient.fetch") })
+/// }
+/// extension DependencyValues {
+///   var apiClient: APIClient {
+///     get { self[APIClientKey.self] }
+///     set { self[APIClientKey.self] = newValue }
+///   }
+/// }
+/// ```
+///
+/// A store keeps the dependencies in force where it was created (plus its `withDependencies`
+/// overrides); its reducer and every effect it returns see them. Under a test store the
+/// ``DependencyKey/testValue``s are used.
+public struct DependencyValues: Sendable {
+  private var storage: [ObjectIdentifier: any Sendable] = [:]
+
+  /// Which default values unset dependencies take.
+  public var context: DependencyContext = .live
+
+  /// Dependencies with nothing overridden, in the live context.
+  public init() {}
+
+  /// The dependencies in force for the current task.
+  @TaskLocal package static var current = DependencyValues()
+
+  /// Whether nothing is overridden and the context is live (the store then skips binding).
+  var isDefault: Bool {
+    self.storage.isEmpty && self.context == .live
+  }
+
+  /// The value of a dependency: the override if there is one, otherwise the key's default for
+  /// the current ``context``.
+  public subscript<Key: DependencyKey>(key: Key.Type) -> Key.Value {
+    get {
+      if let value = self.storage[ObjectIdentifier(key)] as? Key.Value {
+        return value
+      }
+      switch self.context {
+      case .live: return Key.liveValue
+      case .test: return Key.testValue
+      }
+    }
+    set {
+      self.storage[ObjectIdentifier(key)] = newValue
+    }
+  }
+
+  /// Runs `operation` with these dependencies bound (a no-op binding when they are the
+  /// defaults and nothing else is bound).
+  func bind<R>(
+    isolation: isolated (any Actor)? = #isolation,
+    _ operation: () async -> R
+  ) async -> R {
+    if self.isDefault, DependencyValues.current.isDefault {
+      return await operation()
+    }
+    return await DependencyValues.$current.withValue(self, operation: operation)
+  }
+}
+
+/// Which default values unset dependencies take.
+public enum DependencyContext: Sendable {
+  /// ``DependencyKey/liveValue``: production.
+  case live
+  /// ``DependencyKey/testValue``: under a test store, or when a test sets it.
+  case test
+}
+
+/// A key for a dependency in ``DependencyValues``.
+public protocol DependencyKey {
+  /// The dependency's type.
+  associatedtype Value: Sendable
+
+  /// The value used in production.
+  static var liveValue: Value { get }
+
+  /// The value used in tests; defaults to ``liveValue``. Make it fail when called (an
+  /// "unimplemented" value) to prove which dependencies a flow uses.
+  static var testValue: Value { get }
+}
+
+extension DependencyKey {
+  /// The live value, unless the key provides a test value.
+  public static var testValue: Value { Self.liveValue }
+}
+
+/// Reads a dependency from the ``DependencyValues`` in force.
+///
+/// ```swift
+/// struct Feature: Reducer {
+///   @Dependency(\.continuousClock) var clock
+///   @Dependency(\.uuid) var uuid
+///   ...
+/// }
+/// ```
+///
+/// The value is read when the property is accessed: in a reducer, the store's dependencies; in
+/// an effect, the dependencies in force when the reducer returned it.
+@propertyWrapper
+public struct Dependency<Value: Sendable>: Sendable {
+  private let keyPath: any KeyPath<DependencyValues, Value> & Sendable
+
+  /// Reads the dependency at `keyPath`.
+  public init(_ keyPath: any KeyPath<DependencyValues, Value> & Sendable) {
+    self.keyPath = keyPath
+  }
+
+  /// The dependency's current value.
+  public var wrappedValue: Value {
+    DependencyValues.current[keyPath: self.keyPath]
+  }
+}
+
+/// Runs `operation` with dependencies changed by `update`, on top of the ones in force.
+///
+/// ```swift
+/// let store = withDependencies {
+///   $0.continuousClock = ImmediateClock()
+/// } operation: {
+///   Store(initialState: Feature.State()) { Feature() }
+/// }
+/// ```
+public func withDependencies<R>(
+  _ update: (inout DependencyValues) throws -> Void,
+  operation: () throws -> R
+) rethrows -> R {
+  var dependencies = DependencyValues.current
+  try update(&dependencies)
+  return try DependencyValues.$current.withValue(dependencies, operation: operation)
+}
+
+/// Runs `operation` with dependencies changed by `update`, on top of the ones in force.
+public func withDependencies<R>(
+  isolation: isolated (any Actor)? = #isolation,
+  _ update: (inout DependencyValues) throws -> Void,
+  operation: () async throws -> R
+) async rethrows -> R {
+  var dependencies = DependencyValues.current
+  try update(&dependencies)
+  return try await DependencyValues.$current.withValue(dependencies, operation: operation)
+}

@@ -1,0 +1,105 @@
+// MARK: - Iterating an effect
+
+extension Effect: AsyncSequence {
+  /// An effect's elements are the actions it sends.
+  public typealias Element = Action
+  /// Iterating an effect never throws.
+  public typealias Failure = Never
+
+  /// Creates an iterator; the effect starts running with the first `next()`.
+  ///
+  /// Iterating runs the effect outside any store, with its own cancellation scope: `.send`
+  /// actions come first, in order, then the actions of the asynchronous work as it sends them.
+  /// The iteration ends when all the work has finished. Cancelling the iterating task, or
+  /// dropping the iterator, cancels the work.
+  public func makeAsyncIterator() -> Iterator {
+    Iterator(effect: self)
+  }
+
+  /// Iterates the actions of an effect.
+  public struct Iterator: AsyncIteratorProtocol {
+    private let effect: Effect
+    private var run: StandaloneEffectRun<Action>?
+    private var iterator: AsyncStream<Action>.Iterator?
+
+    init(effect: Effect) {
+      self.effect = effect
+    }
+
+    /// The next action, or `nil` once the effect has finished.
+    public mutating func next() async -> Action? {
+      await self.next(isolation: #isolation)
+    }
+
+    /// The next action, or `nil` once the effect has finished.
+    public mutating func next(isolation actor: isolated (any Actor)?) async -> Action? {
+      if self.run == nil {
+        let run = StandaloneEffectRun(effect: self.effect)
+        self.run = run
+        self.iterator = run.actions.makeAsyncIterator()
+      }
+      return await self.iterator?.next(isolation: actor)
+    }
+  }
+}
+
+@available(*, unavailable)
+extension Effect.Iterator: Sendable {}
+
+/// One run of an effect outside a store: its own runtime, and one task owning the work.
+final class StandaloneEffectRun<Action: Sendable>: Sendable {
+  let actions: AsyncStream<Action>
+  private let runtime: EffectRuntime
+  private let task: Task<Void, Never>?
+
+  init(effect: Effect<Action>) {
+    let (actions, continuation) = AsyncStream.makeStream(of: Action.self)
+    let runtime = EffectRuntime(
+      executorPreference: nil,
+      reporter: IssueReporter.current,
+      dependencies: DependencyValues.current
+    )
+    var scheduler = EffectScheduler<Action>(runtime: runtime) { action, box in
+      guard !box.isCancelled else { return }
+      continuation.yield(action)
+    }
+    scheduler.schedule(effect) { action, box in
+      if let box {
+        if !box.isCancelled { continuation.yield(action) }
+        runtime.complete(box)
+      } else {
+        continuation.yield(action)
+      }
+    }
+    let jobs = scheduler.jobs
+    self.actions = actions
+    self.runtime = runtime
+    if jobs.isEmpty {
+      self.task = nil
+      continuation.finish()
+      return
+    }
+    // NB: the one unstructured task of the library. An iterator has no enclosing scope to run
+    // the work in; it owns this task and cancels it when iteration ends or is dropped.
+    let task = Task {
+      await EffectRuntime.$current.withValue(runtime) {
+        await withDiscardingTaskGroup { group in
+          for job in jobs {
+            group.addTask(priority: job.priority) { await job.run() }
+          }
+        }
+      }
+      continuation.finish()
+    }
+    self.task = task
+    continuation.onTermination = { _ in
+      runtime.shutdown()
+      task.cancel()
+    }
+  }
+
+  deinit {
+    self.runtime.shutdown()
+    self.task?.cancel()
+  }
+}

@@ -1,0 +1,208 @@
+/// A description of work a reducer wants done, which feeds its results back as actions.
+///
+/// A reducer never performs side effects itself; it returns an `Effect`, and the ``Store`` runs
+/// it. Building an effect does nothing. Effects are values: merge them to run concurrently,
+/// concatenate them to run one after another, and make them cancellable by an identifier.
+///
+/// ```swift
+/// case .searchChanged(let query):
+///   state.query = query
+///   return .run { send in
+///     try await clock.sleep(for: .milliseconds(300))
+///     await send(.searchResponse(try await api.search(query)))
+///   }
+///   .cancellable(id: CancelID.search, cancelInFlight: true)
+/// ```
+///
+/// An effect is also an `AsyncSequence` of its actions: iterating one outside a store runs it,
+/// which is handy in plain code and tests (`for await action in effect { ... }`).
+///
+/// > Important: ``none`` and ``send(_:)`` are handled synchronously by the store, before
+/// > ``Store/send(_:fileID:filePath:line:column:)`` returns, without creating tasks.
+public struct Effect<Action: Sendable>: Sendable {
+  let operation: Operation
+
+  init(operation: Operation) {
+    self.operation = operation
+  }
+
+  enum Operation: Sendable {
+    /// No work.
+    case none
+    /// An action delivered synchronously by the store.
+    case send(Action)
+    /// Asynchronous work that may send any number of actions.
+    case run(RunOperation<Action>)
+    /// Cancels the effects registered under these identifiers.
+    case cancel([CancelKey])
+    /// The inner effect, registered under an identifier.
+    indirect case cancellable(CancelKey, cancelInFlight: Bool, Effect)
+    /// Effects run concurrently (never empty, never a single element).
+    case merge([Effect])
+    /// Effects run one after another (never empty, never a single element).
+    case concatenate([Effect])
+  }
+}
+
+/// The asynchronous body of a ``Effect/run(priority:operation:catch:fileID:filePath:line:column:)``
+/// effect, with its error handling already folded in.
+struct RunOperation<Action: Sendable>: Sendable {
+  var priority: TaskPriority?
+  var body: @concurrent @Sendable (Send<Action>) async -> Void
+}
+
+// MARK: - Creating effects
+
+extension Effect {
+  /// An effect that does nothing.
+  ///
+  /// The store handles it without creating a task or allocating.
+  public static var none: Self {
+    Self(operation: .none)
+  }
+
+  /// An effect that immediately feeds an action back into the store.
+  ///
+  /// The store reduces the action synchronously, before the `send` that caused it returns, in an
+  /// iterative loop (chains of any length do not grow the stack). Prefer calling shared logic
+  /// directly over sending actions to share it.
+  ///
+  /// - Parameter action: The action to feed back.
+  public static func send(_ action: Action) -> Self {
+    Self(operation: .send(action))
+  }
+
+  /// An effect that runs asynchronous work which may send any number of actions.
+  ///
+  /// The body runs off the store (it is `@concurrent`), as a structured child task of the store
+  /// that started it, so CPU-heavy work never blocks other actions. Throwing
+  /// `CancellationError` ends the effect quietly. Any other error goes to `handler`; without a
+  /// handler it is reported as an issue (a test failure under a test).
+  ///
+  /// ```swift
+  /// return .run { send in
+  ///   for await event in await events.stream() {
+  ///     await send(.event(event))
+  ///   }
+  /// } catch: { error, send in
+  ///   await send(.failed(error.localizedDescription))
+  /// }
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - priority: The priority of the task running the body; `nil` inherits the store's.
+  ///   - operation: The work. `send` feeds actions back; each `await send(action)` returns once
+  ///     the store has reduced the action.
+  ///   - handler: Turns an error thrown by `operation` into actions.
+  /// - Returns: An effect that runs `operation` when the store starts it.
+  public static func run(
+    priority: TaskPriority? = nil,
+    operation: @escaping @concurrent @Sendable (_ send: Send<Action>) async throws -> Void,
+    catch handler: (@concurrent @Sendable (_ error: any Error, _ send: Send<Action>) async -> Void)? =
+      nil,
+    fileID: StaticString = #fileID,
+    filePath: StaticString = #filePath,
+    line: UInt = #line,
+    column: UInt = #column
+  ) -> Self {
+    let dependencies = DependencyValues.current
+    let body: @concurrent @Sendable (Send<Action>) async -> Void = { send in
+      await dependencies.bind {
+        do {
+          try await operation(send)
+        } catch is CancellationError {
+          return
+        } catch {
+          if let handler {
+            await handler(error, send)
+          } else if !Task.isCancelled {
+            reportIssue(
+              """
+              An 'Effect.run' threw an error and has no 'catch' handler.
+
+                Error:
+                  \(error)
+
+              Handle the error with 'catch: { error, send in ... }' or catch it in the body. \
+              Throwing 'CancellationError' ends an effect quietly.
+              """,
+              fileID: "\(fileID)",
+              filePath: "\(filePath)",
+              line: Int(line),
+              column: Int(column)
+            )
+          }
+        }
+      }
+    }
+    return Self(operation: .run(RunOperation(priority: priority, body: body)))
+  }
+
+  /// An effect that runs an asynchronous sequence and sends each of its elements.
+  ///
+  /// A thrown `CancellationError` ends the effect quietly; any other error is reported as an
+  /// issue.
+  ///
+  /// - Parameters:
+  ///   - sequence: The actions to send, in order.
+  ///   - priority: The priority of the task iterating the sequence.
+  /// - Returns: An effect that iterates `sequence` when the store starts it.
+  public static func run<S: AsyncSequence & Sendable>(
+    _ sequence: S,
+    priority: TaskPriority? = nil,
+    fileID: StaticString = #fileID,
+    filePath: StaticString = #filePath,
+    line: UInt = #line,
+    column: UInt = #column
+  ) -> Self where S.Element == Action {
+    .run(
+      priority: priority,
+      operation: { send in
+        for try await action in sequence {
+          await send(action)
+        }
+      },
+      fileID: fileID,
+      filePath: filePath,
+      line: line,
+      column: column
+    )
+  }
+
+  /// Creates an effect from an asynchronous sequence of actions.
+  ///
+  /// The same as ``run(_:priority:fileID:filePath:line:column:)``.
+  public init<S: AsyncSequence & Sendable>(
+    _ sequence: S,
+    fileID: StaticString = #fileID,
+    filePath: StaticString = #filePath,
+    line: UInt = #line,
+    column: UInt = #column
+  ) where S.Element == Action {
+    self = .run(sequence, fileID: fileID, filePath: filePath, line: line, column: column)
+  }
+
+  /// An effect that runs asynchronous work and sends nothing ("fire and forget").
+  ///
+  /// - Parameters:
+  ///   - priority: The priority of the task running `work`.
+  ///   - work: The work. Errors other than `CancellationError` are reported as issues.
+  /// - Returns: An effect that runs `work` when the store starts it.
+  public static func fireAndForget(
+    priority: TaskPriority? = nil,
+    fileID: StaticString = #fileID,
+    filePath: StaticString = #filePath,
+    line: UInt = #line,
+    column: UInt = #column,
+    _ work: @escaping @concurrent @Sendable () async throws -> Void
+  ) -> Self {
+    .run(
+      priority: priority,
+      operation: { _ in try await work() },
+      fileID: fileID,
+      filePath: filePath,
+      line: line,
+      column: column
+    )
+  }
+}

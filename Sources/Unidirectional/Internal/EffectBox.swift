@@ -1,0 +1,85 @@
+import Synchronization
+
+/// One unit of asynchronous effect work: a `.run` body, or a `.send` that runs after earlier
+/// asynchronous work in a `.concatenate`.
+///
+/// The box is the per-effect token of the delivery rule: the store drops any action whose box is
+/// cancelled, checking on its own executor when the action arrives. It is created and registered
+/// under its cancellation identifiers when the reducer *returns* the effect, so a cancellation
+/// processed before the work starts means the work never runs.
+final class EffectBox: @unchecked Sendable {
+  // Safety: `cancelled` is atomic. `keys` and `lifetime` are immutable. Every `var` below is
+  // read and written only while the owning `EffectRuntime`'s lock is held.
+  private let cancelled = Atomic<Bool>(false)
+
+  /// The identifiers this effect is registered under (outermost first).
+  let keys: [CancelKey]
+
+  /// The lifetime (``StoreTask``) this effect belongs to.
+  let lifetime: EffectLifetime
+
+  /// Where the work is.
+  var phase = Phase.pending
+
+  /// How many threads are between reading `.running(task)` and calling `task.cancel()`; the
+  /// task must stay alive until they are done (see `EffectRuntime.finish`).
+  var cancelsInProgress = 0
+
+  /// The effect's task, waiting to finish until `cancelsInProgress` drops to zero.
+  var finishWaiter: UnsafeContinuation<Void, Never>?
+
+  enum Phase {
+    case pending
+    // Safety: the task pointer is only used while the lock is held or `cancelsInProgress` pins
+    // it; the task clears this phase (under the lock) before it can end.
+    case running(UnsafeCurrentTask)
+    case finished
+  }
+
+  init(keys: [CancelKey], lifetime: EffectLifetime) {
+    self.keys = keys
+    self.lifetime = lifetime
+  }
+
+  /// Whether the effect was cancelled; read without the lock at delivery.
+  var isCancelled: Bool {
+    self.cancelled.load(ordering: .acquiring)
+  }
+
+  /// Marks the box cancelled; call with the runtime's lock held.
+  func markCancelled() {
+    self.cancelled.store(true, ordering: .releasing)
+  }
+}
+
+/// The effects started by one action sent to a store, and by the actions they sent: what a
+/// ``StoreTask`` refers to.
+final class EffectLifetime: @unchecked Sendable {
+  // Safety: every `var` is read and written only while `runtime`'s lock is held.
+  let runtime: EffectRuntime
+
+  /// The unfinished effects of this lifetime.
+  var boxes: [ObjectIdentifier: EffectBox] = [:]
+
+  /// Whether ``StoreTask/cancel()`` was called; effects joining later are born cancelled.
+  var isCancelled = false
+
+  /// Tasks suspended in ``StoreTask/finish()``.
+  var waiters: [UnsafeContinuation<Void, Never>] = []
+
+  /// What started this lifetime, recorded only when the store reports to a test harness.
+  var origin: EffectOrigin?
+
+  init(runtime: EffectRuntime) {
+    self.runtime = runtime
+  }
+}
+
+/// The action (and where it was sent) that started a lifetime, for test diagnostics.
+package struct EffectOrigin: Sendable {
+  package var action: String
+  package var fileID: String
+  package var filePath: String
+  package var line: Int
+  package var column: Int
+}

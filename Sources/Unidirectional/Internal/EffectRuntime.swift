@@ -1,0 +1,352 @@
+/// The effect bookkeeping of one root store (or of one standalone iteration of an effect).
+///
+/// It owns the *root task*: one task, started with the first asynchronous effect, that runs a
+/// discarding task group. Every effect runs as a child of that group; the store hands jobs over
+/// through a mailbox (`pending` plus one parked continuation), in batches. Shutting the runtime
+/// down cancels the root task, which cancels every effect structurally.
+///
+/// All mutable state is guarded by one pthread lock. Nothing here is isolated to the store, so
+/// effects finish, and `StoreTask.cancel()` works, without hopping to it.
+final class EffectRuntime: @unchecked Sendable {
+  // Safety: every `var` is read and written only while `lock` is held.
+  private let lock = Lock()
+  private var registry = CancellationRegistry()
+  private var liveCount = 0
+  private var pending: [EffectJob] = []
+  private var rootWaiter: UnsafeContinuation<Void, Never>?
+  private var phase = Phase.idle
+  private var rootTask: Task<Void, Never>?
+
+  private let executorPreference: (any TaskExecutor)?
+  private let reporter: IssueReporter
+  private let dependencies: DependencyValues
+
+  private enum Phase {
+    /// No effect has started yet; there is no root task.
+    case idle
+    /// The root task is running (or about to).
+    case running
+    /// Shut down: new jobs are abandoned, deliveries are dropped.
+    case shutDown
+  }
+
+  /// The runtime running the current effect, for `withTaskCancellation(id:)`.
+  @TaskLocal static var current: EffectRuntime?
+
+  init(
+    executorPreference: (any TaskExecutor)?,
+    reporter: IssueReporter,
+    dependencies: DependencyValues
+  ) {
+    self.executorPreference = executorPreference
+    self.reporter = reporter
+    self.dependencies = dependencies
+  }
+
+  // MARK: - Registering effects
+
+  /// Creates the box of one unit of asynchronous work and registers it under `keys` and in
+  /// `lifetime`. A box joining a cancelled lifetime, or a shut-down runtime, is born cancelled.
+  func makeBox(keys: [CancelKey], lifetime: EffectLifetime) -> EffectBox {
+    let box = EffectBox(keys: keys, lifetime: lifetime)
+    self.lock.withLock {
+      self.liveCount += 1
+      lifetime.boxes[ObjectIdentifier(box)] = box
+      if !keys.isEmpty {
+        self.registry.register(box, under: keys)
+      }
+      if lifetime.isCancelled || self.phase == .shutDown {
+        box.markCancelled()
+      }
+    }
+    return box
+  }
+
+  /// Hands jobs to the root task, starting it on first use. Empties `jobs`, keeping capacity.
+  func submit(_ jobs: inout [EffectJob]) {
+    guard !jobs.isEmpty else { return }
+    self.lock.lock()
+    if self.phase == .shutDown {
+      self.lock.unlock()
+      for job in jobs { job.abandon() }
+      jobs.removeAll(keepingCapacity: true)
+      return
+    }
+    self.pending.append(contentsOf: jobs)
+    jobs.removeAll(keepingCapacity: true)
+    let waiter = self.rootWaiter
+    self.rootWaiter = nil
+    if self.phase == .idle {
+      self.phase = .running
+      self.rootTask = self.makeRootTask()
+    }
+    self.lock.unlock()
+    waiter?.resume()
+  }
+
+  // MARK: - The root task
+
+  private func makeRootTask() -> Task<Void, Never> {
+    Task(executorPreference: self.executorPreference, priority: .medium) {
+      await IssueReporter.$current.withValue(self.reporter) {
+        await DependencyValues.$current.withValue(self.dependencies) {
+          await EffectRuntime.$current.withValue(self) {
+            await self.runRoot()
+          }
+        }
+      }
+    }
+  }
+
+  private func runRoot() async {
+    await withDiscardingTaskGroup { group in
+      var batch: [EffectJob] = []
+      while await self.nextBatch(into: &batch) {
+        for job in batch {
+          group.addTask(priority: job.priority) {
+            await job.run()
+          }
+        }
+        batch.removeAll(keepingCapacity: true)
+      }
+    }
+  }
+
+  /// Swaps pending jobs into `batch`, parking until there are some; `false` once shut down.
+  private func nextBatch(into batch: inout [EffectJob]) async -> Bool {
+    while true {
+      self.lock.lock()
+      if !self.pending.isEmpty {
+        swap(&batch, &self.pending)
+        self.lock.unlock()
+        return true
+      }
+      if self.phase == .shutDown {
+        self.lock.unlock()
+        return false
+      }
+      self.lock.unlock()
+      // NB: the lock is never held across a suspension point: a resumed task may continue on
+      // another thread (or, on a hand-drained executor, the same thread in a later job).
+      await withUnsafeContinuation { continuation in
+        self.lock.lock()
+        if self.pending.isEmpty && self.phase != .shutDown {
+          self.rootWaiter = continuation
+          self.lock.unlock()
+        } else {
+          self.lock.unlock()
+          continuation.resume()
+        }
+      }
+    }
+  }
+
+  // MARK: - Running and finishing
+
+  /// Called by the task about to run `box`'s work; `false` (and the box is finished) when it was
+  /// cancelled first.
+  func start(_ box: EffectBox) -> Bool {
+    withUnsafeCurrentTask { task in
+      self.lock.lock()
+      guard let task, !box.isCancelled, self.phase != .shutDown else {
+        let waiters = self.finishLocked(box)
+        self.lock.unlock()
+        for waiter in waiters { waiter.resume() }
+        return false
+      }
+      box.phase = .running(task)
+      self.lock.unlock()
+      return true
+    }
+  }
+
+  /// Called by the task that ran `box`'s work, after it returned.
+  func finish(_ box: EffectBox) async {
+    self.lock.lock()
+    if box.cancelsInProgress > 0 {
+      self.lock.unlock()
+      // NB: another thread is about to call `cancel()` on this task; keep the task alive until
+      // it is done (see `cancelTasks(_:)`).
+      await withUnsafeContinuation { continuation in
+        self.lock.lock()
+        if box.cancelsInProgress > 0 {
+          box.finishWaiter = continuation
+          self.lock.unlock()
+        } else {
+          self.lock.unlock()
+          continuation.resume()
+        }
+      }
+      self.lock.lock()
+    }
+    let waiters = self.finishLocked(box)
+    self.lock.unlock()
+    for waiter in waiters { waiter.resume() }
+  }
+
+  /// Finishes a box whose synchronous work (a cancellable `.send`) was done on the store.
+  func complete(_ box: EffectBox) {
+    self.lock.lock()
+    let waiters = self.finishLocked(box)
+    self.lock.unlock()
+    for waiter in waiters { waiter.resume() }
+  }
+
+  /// Finishes a box whose work never started (its job was abandoned).
+  func abandon(_ box: EffectBox) {
+    self.lock.lock()
+    box.markCancelled()
+    let waiters = self.finishLocked(box)
+    self.lock.unlock()
+    for waiter in waiters { waiter.resume() }
+  }
+
+  private func finishLocked(_ box: EffectBox) -> [UnsafeContinuation<Void, Never>] {
+    if case .finished = box.phase { return [] }
+    box.phase = .finished
+    self.liveCount -= 1
+    if !box.keys.isEmpty {
+      self.registry.remove(box, from: box.keys)
+    }
+    let lifetime = box.lifetime
+    lifetime.boxes.removeValue(forKey: ObjectIdentifier(box))
+    guard lifetime.boxes.isEmpty, !lifetime.waiters.isEmpty else { return [] }
+    defer { lifetime.waiters = [] }
+    return lifetime.waiters
+  }
+
+  // MARK: - Cancelling
+
+  /// Cancels every effect registered under any of `keys`. Unknown keys are a no-op.
+  func cancel(_ keys: [CancelKey]) {
+    var tasks: [(EffectBox, UnsafeCurrentTask)] = []
+    self.lock.lock()
+    for key in keys {
+      guard let boxes = self.registry.boxes(for: key) else { continue }
+      for box in boxes {
+        Self.markCancelledLocked(box, collecting: &tasks)
+      }
+    }
+    self.lock.unlock()
+    self.cancelTasks(tasks)
+  }
+
+  /// Cancels every unfinished effect of a lifetime, and any that joins it later.
+  func cancel(_ lifetime: EffectLifetime) {
+    var tasks: [(EffectBox, UnsafeCurrentTask)] = []
+    self.lock.lock()
+    lifetime.isCancelled = true
+    for box in lifetime.boxes.values {
+      Self.markCancelledLocked(box, collecting: &tasks)
+    }
+    self.lock.unlock()
+    self.cancelTasks(tasks)
+  }
+
+  private static func markCancelledLocked(
+    _ box: EffectBox,
+    collecting tasks: inout [(EffectBox, UnsafeCurrentTask)]
+  ) {
+    guard !box.isCancelled else { return }
+    box.markCancelled()
+    if case .running(let task) = box.phase {
+      box.cancelsInProgress += 1
+      tasks.append((box, task))
+    }
+  }
+
+  /// Cancels the tasks outside the lock (cancellation handlers run synchronously and may take
+  /// other locks, including this one), then releases the pins taken under it.
+  private func cancelTasks(_ tasks: [(EffectBox, UnsafeCurrentTask)]) {
+    guard !tasks.isEmpty else { return }
+    for (_, task) in tasks {
+      task.cancel()
+    }
+    var waiters: [UnsafeContinuation<Void, Never>] = []
+    self.lock.lock()
+    for (box, _) in tasks {
+      box.cancelsInProgress -= 1
+      if box.cancelsInProgress == 0, let waiter = box.finishWaiter {
+        box.finishWaiter = nil
+        waiters.append(waiter)
+      }
+    }
+    self.lock.unlock()
+    for waiter in waiters { waiter.resume() }
+  }
+
+  // MARK: - Waiting
+
+  /// Suspends until every effect of `lifetime` has finished.
+  func wait(for lifetime: EffectLifetime) async {
+    if self.isFinished(lifetime) { return }
+    await withUnsafeContinuation { continuation in
+      self.lock.lock()
+      if lifetime.boxes.isEmpty {
+        self.lock.unlock()
+        continuation.resume()
+      } else {
+        lifetime.waiters.append(continuation)
+        self.lock.unlock()
+      }
+    }
+  }
+
+  func isFinished(_ lifetime: EffectLifetime) -> Bool {
+    self.lock.withLock { lifetime.boxes.isEmpty }
+  }
+
+  func isCancelled(_ lifetime: EffectLifetime) -> Bool {
+    self.lock.withLock { lifetime.isCancelled }
+  }
+
+  // MARK: - Shutting down
+
+  /// Stops accepting jobs, abandons the ones not started, cancels the root task (and so every
+  /// effect) and returns it so the caller can wait for it to end.
+  @discardableResult
+  func shutdown() -> Task<Void, Never>? {
+    self.lock.lock()
+    self.phase = .shutDown
+    let abandoned = self.pending
+    self.pending = []
+    let waiter = self.rootWaiter
+    self.rootWaiter = nil
+    let root = self.rootTask
+    self.lock.unlock()
+    for job in abandoned { job.abandon() }
+    root?.cancel()
+    waiter?.resume()
+    return root
+  }
+
+  var isShutDown: Bool {
+    self.lock.withLock { self.phase == .shutDown }
+  }
+
+  // MARK: - Introspection (tests and benchmarks)
+
+  /// Effects registered and not finished.
+  package var liveEffectCount: Int {
+    self.lock.withLock { self.liveCount }
+  }
+
+  /// Identifiers with at least one registered, unfinished effect.
+  package var registeredIdentifierCount: Int {
+    self.lock.withLock { self.registry.count }
+  }
+
+  /// The origins of the lifetimes that still have unfinished effects.
+  func unfinishedEffectCount(under key: CancelKey) -> Int {
+    self.lock.withLock { self.registry.count(for: key) }
+  }
+
+  /// Records the action that started a lifetime, for test diagnostics.
+  func setOrigin(_ origin: EffectOrigin, of lifetime: EffectLifetime) {
+    self.lock.withLock { lifetime.origin = origin }
+  }
+
+  func origin(of lifetime: EffectLifetime) -> EffectOrigin? {
+    self.lock.withLock { lifetime.origin }
+  }
+}

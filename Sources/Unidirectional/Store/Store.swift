@@ -1,0 +1,216 @@
+/// The runtime of a feature: it holds the state, reduces actions one at a time, and runs the
+/// effects reducers return.
+///
+/// ```swift
+/// let store = Store(initialState: Counter.State()) { Counter() }
+/// let task = await store.send(.startTimerTapped)
+/// print(await store.state.isTimerRunning)   // true
+/// task.cancel()
+/// await store.shutdown()
+/// ```
+///
+/// - Actions are processed one at a time, in the order they reach the store, each exactly once.
+///   Actions from ``Effect/send(_:)`` are reduced before ``send(_:fileID:filePath:line:column:)``
+///   returns, in an iterative loop.
+/// - Every effect runs as a structured child of one task the store owns; no task outlives the
+///   store's ``shutdown()``, and releasing the last reference to a store cancels its effects.
+/// - Once the store has processed a cancellation, no action from the cancelled effects reaches a
+///   reducer; the check happens on the store when the action arrives.
+/// - Effect bodies run off the store, concurrently with the reducer.
+public actor Store<State: Sendable, Action: Sendable> {
+  let core: StoreCore<State, Action>
+  private var isAttached = false
+  private nonisolated let anchor: ExecutorAnchor
+  private nonisolated let ownedRuntime: EffectRuntime?
+  /// The effect bookkeeping of the root store (shared by its scoped stores).
+  nonisolated let runtime: EffectRuntime
+
+  /// The executor of the root store's anchor, which all its scoped stores share.
+  public nonisolated var unownedExecutor: UnownedSerialExecutor {
+    self.anchor.unownedExecutor
+  }
+
+  /// Creates a store.
+  ///
+  /// ```swift
+  /// let store = Store(initialState: Feature.State()) {
+  ///   Feature()
+  /// } withDependencies: {
+  ///   $0.continuousClock = ImmediateClock()
+  /// }
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - initialState: The state to start from.
+  ///   - reducer: The feature's reducer.
+  ///   - prepareDependencies: Overrides dependencies for the reducer and every effect it returns,
+  ///     on top of the dependencies in force where the store is created.
+  public init<R: Reducer<State, Action>>(
+    initialState: State,
+    @ReducerBuilder<State, Action> reducer: () -> R,
+    withDependencies prepareDependencies: ((inout DependencyValues) -> Void)? = nil
+  ) {
+    var dependencies = DependencyValues.current
+    prepareDependencies?(&dependencies)
+    self.init(
+      initialState: initialState,
+      reducer: reducer(),
+      configuration: StoreConfiguration(dependencies: dependencies)
+    )
+  }
+
+  /// Creates a root store with a test or benchmark configuration.
+  package init<R: Reducer<State, Action>>(
+    initialState: State,
+    reducer: R,
+    configuration: StoreConfiguration,
+    observer: (@Sendable (StoreEvent<State, Action>) -> Void)? = nil
+  ) {
+    let runtime = EffectRuntime(
+      executorPreference: configuration.executorPreference,
+      reporter: configuration.reporter,
+      dependencies: configuration.dependencies
+    )
+    self.anchor = ExecutorAnchor()
+    self.ownedRuntime = runtime
+    self.runtime = runtime
+    self.core = RootCore(
+      initialState: initialState,
+      reducer: reducer,
+      runtime: runtime,
+      configuration: configuration,
+      observer: observer
+    )
+  }
+
+  /// Creates a store that shares its root's executor and effects (``scope(state:action:)``).
+  init(anchor: ExecutorAnchor, core: StoreCore<State, Action>) {
+    self.anchor = anchor
+    self.ownedRuntime = nil
+    self.runtime = core.runtime
+    self.core = core
+  }
+
+  deinit {
+    self.ownedRuntime?.shutdown()
+  }
+
+  // MARK: - Using a store
+
+  /// The current state.
+  public var state: State {
+    self.core.state
+  }
+
+  /// Sends an action: reduces it (and the actions it sends synchronously) and starts the effects
+  /// the reducer returned.
+  ///
+  /// Sending to a store that was shut down reports an issue, leaves the state untouched and
+  /// returns a finished task.
+  ///
+  /// - Parameter action: The action.
+  /// - Returns: The lifetime of the effects this action started.
+  @discardableResult
+  public func send(
+    _ action: Action,
+    fileID: StaticString = #fileID,
+    filePath: StaticString = #filePath,
+    line: UInt = #line,
+    column: UInt = #column
+  ) -> StoreTask {
+    if !self.isAttached {
+      self.isAttached = true
+      self.core.attach(to: self)
+    }
+    return self.core.send(
+      action,
+      location: SourceLocation(fileID: fileID, filePath: filePath, line: line, column: column)
+    )
+  }
+
+  /// Cancels every effect, waits until all of them have ended, and rejects later actions.
+  ///
+  /// After `shutdown()` returns no task the store started is running. Later
+  /// ``send(_:fileID:filePath:line:column:)`` calls report an issue and return a finished task;
+  /// ``states`` sequences end. Shutting down a scoped store shuts down its root.
+  public func shutdown() async {
+    await self.core.shutdown()
+  }
+
+  /// Whether ``shutdown()`` was called.
+  public var isShutDown: Bool {
+    self.core.isShutDown
+  }
+
+  /// Delivers an action from an effect, unless that effect has been cancelled.
+  func receive(_ action: Action, from box: EffectBox) {
+    self.core.receive(action, from: box)
+  }
+
+  // MARK: - Package hooks
+
+  /// The number of effects started and not finished.
+  package nonisolated var liveEffectCount: Int {
+    self.runtime.liveEffectCount
+  }
+
+  /// The number of cancellation identifiers with registered effects.
+  package nonisolated var registeredIdentifierCount: Int {
+    self.runtime.registeredIdentifierCount
+  }
+}
+
+/// The location of a call, as the `#fileID`-style values tools report.
+struct SourceLocation: Sendable {
+  var fileID: StaticString
+  var filePath: StaticString
+  var line: UInt
+  var column: UInt
+}
+
+/// Not API: the default actor whose executor a root store and its scoped stores share.
+///
+/// A store implements `unownedExecutor` (so scoped stores can share it), which makes it a
+/// non-default actor; borrowing an anchor's executor keeps the default-actor scheduling, which
+/// also follows a task's executor preference (SE-0417), the property the test store relies on.
+actor ExecutorAnchor {}
+
+/// How a root store is set up beyond its state and reducer.
+package struct StoreConfiguration: Sendable {
+  /// The executor the store's root task, and so every effect, prefers.
+  package var executorPreference: (any TaskExecutor)?
+  /// Where the store reports issues.
+  package var reporter: IssueReporter
+  /// The dependencies of the reducer and its effects.
+  package var dependencies: DependencyValues
+  /// Whether lifetimes record the action that started them (for test diagnostics).
+  package var recordsOrigins: Bool
+
+  package init(
+    executorPreference: (any TaskExecutor)? = nil,
+    reporter: IssueReporter = IssueReporter.current,
+    dependencies: DependencyValues = DependencyValues.current,
+    recordsOrigins: Bool = false
+  ) {
+    self.executorPreference = executorPreference
+    self.reporter = reporter
+    self.dependencies = dependencies
+    self.recordsOrigins = recordsOrigins
+  }
+}
+
+/// One action a store processed, reported to a test harness.
+package struct StoreEvent<State, Action> {
+  package enum Origin: Sendable {
+    /// Passed to `Store.send`.
+    case send
+    /// Fed back by an effect (`.send` or a running effect).
+    case effect
+  }
+
+  package let action: Action
+  package let state: State
+  package let origin: Origin
+}
+
+extension StoreEvent: Sendable where State: Sendable, Action: Sendable {}

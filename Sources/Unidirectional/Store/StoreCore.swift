@@ -1,0 +1,216 @@
+/// The implementation behind a ``Store``: a root, or a scope of one.
+///
+/// Cores are not `Sendable`: a core is only used on the executor of its root store (which every
+/// scoped store shares), from the isolated methods of the store that owns it.
+class StoreCore<State: Sendable, Action: Sendable> {
+  /// The effect bookkeeping of the root store.
+  let runtime: EffectRuntime
+
+  init(runtime: EffectRuntime) {
+    self.runtime = runtime
+  }
+
+  var state: State {
+    preconditionFailure("Not API: overridden by every core.")
+  }
+
+  var isShutDown: Bool {
+    preconditionFailure("Not API: overridden by every core.")
+  }
+
+  /// Tells the core which store owns it, before the first action. A store cannot hand out
+  /// `self` from its initializer, so it does this from its first isolated call.
+  func attach(to store: Store<State, Action>) {}
+
+  func send(_ action: Action, location: SourceLocation) -> StoreTask {
+    preconditionFailure("Not API: overridden by every core.")
+  }
+
+  func receive(_ action: Action, from box: EffectBox) {
+    preconditionFailure("Not API: overridden by every core.")
+  }
+
+  func shutdown() async {
+    preconditionFailure("Not API: overridden by every core.")
+  }
+
+  func subscribeToStates() -> StateSubscription<State>? {
+    preconditionFailure("Not API: overridden by every core.")
+  }
+}
+
+/// The core of a root store: the state, the reducer, the synchronous queue and the effects.
+final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action> {
+  private var currentState: State
+  private let reducer: (inout State, Action) -> Effect<Action>
+  private let broadcaster = StateBroadcaster<State>()
+  private let reporter: IssueReporter
+  /// Bound around the reducer (and inherited by effects) when they differ from the defaults.
+  private let dependencies: DependencyValues?
+  private let observer: (@Sendable (StoreEvent<State, Action>) -> Void)?
+  private let recordsOrigins: Bool
+
+  /// Actions sent synchronously (`.send`), reduced in order before `send` returns.
+  private var queue: [(Action, EffectBox?)] = []
+  private var queueHead = 0
+
+  private var scheduler: EffectScheduler<Action>
+  private var shutDown = false
+
+  init<R: Reducer<State, Action>>(
+    initialState: State,
+    reducer: R,
+    runtime: EffectRuntime,
+    configuration: StoreConfiguration,
+    observer: (@Sendable (StoreEvent<State, Action>) -> Void)?
+  ) {
+    self.currentState = initialState
+    self.reducer = { state, action in reducer.reduce(into: &state, action: action) }
+    self.reporter = configuration.reporter
+    self.dependencies =
+      configuration.dependencies.isDefault ? nil : configuration.dependencies
+    self.observer = observer
+    self.recordsOrigins = configuration.recordsOrigins
+    self.scheduler = EffectScheduler(runtime: runtime, deliver: { _, _ in })
+    super.init(runtime: runtime)
+  }
+
+  override var state: State {
+    self.currentState
+  }
+
+  override var isShutDown: Bool {
+    self.shutDown
+  }
+
+  /// Sets where effects deliver their actions: the store that owns this core.
+  override func attach(to store: Store<State, Action>) {
+    self.scheduler = EffectScheduler(
+      runtime: self.runtime,
+      deliver: { [weak store] action, box in
+        await store?.receive(action, from: box)
+      }
+    )
+  }
+  override func send(_ action: Action, location: SourceLocation) -> StoreTask {
+    guard !self.shutDown else {
+      self.reportSendAfterShutdown(action, location: location)
+      return StoreTask(nil)
+    }
+    self.process(action, origin: .send)
+    let lifetime = self.scheduler.submit()
+    if self.recordsOrigins, let lifetime {
+      self.runtime.setOrigin(
+        EffectOrigin(
+          action: debugDescription(of: action),
+          fileID: "\(location.fileID)",
+          filePath: "\(location.filePath)",
+          line: Int(location.line),
+          column: Int(location.column)
+        ),
+        of: lifetime
+      )
+    }
+    return StoreTask(lifetime)
+  }
+
+  override func receive(_ action: Action, from box: EffectBox) {
+    // The delivery rule: checked here, on the store's executor, when the action arrives.
+    guard !box.isCancelled, !self.shutDown else { return }
+    self.scheduler.lifetime = box.lifetime
+    self.process(action, origin: .effect)
+    _ = self.scheduler.submit()
+  }
+
+  /// Reduces `action`, then every action it sent synchronously, iteratively.
+  private func process(_ action: Action, origin: StoreEvent<State, Action>.Origin) {
+    self.reduce(action, origin: origin)
+    while self.queueHead < self.queue.count {
+      let (next, box) = self.queue[self.queueHead]
+      self.queueHead += 1
+      if let box {
+        if box.isCancelled {
+          self.runtime.abandon(box)
+          continue
+        }
+        self.reduce(next, origin: .effect)
+        self.runtime.complete(box)
+      } else {
+        self.reduce(next, origin: .effect)
+      }
+    }
+    self.queue.removeAll(keepingCapacity: true)
+    self.queueHead = 0
+  }
+
+  private func reduce(_ action: Action, origin: StoreEvent<State, Action>.Origin) {
+    let effect: Effect<Action>
+    if let dependencies = self.dependencies {
+      effect = DependencyValues.$current.withValue(dependencies) {
+        self.reducer(&self.currentState, action)
+      }
+    } else {
+      effect = self.reducer(&self.currentState, action)
+    }
+    if self.broadcaster.hasSubscribers {
+      self.broadcaster.publish(self.currentState)
+    }
+    if let observer = self.observer {
+      observer(StoreEvent(action: action, state: self.currentState, origin: origin))
+    }
+    switch effect.operation {
+    case .none:
+      return
+    case .send(let next):
+      self.queue.append((next, nil))
+    default:
+      self.scheduler.schedule(effect) { action, box in
+        self.queue.append((action, box))
+      }
+    }
+  }
+
+  override func shutdown() async {
+    if !self.shutDown {
+      self.shutDown = true
+      self.broadcaster.finish()
+    }
+    let root = self.runtime.shutdown()
+    await root?.value
+  }
+
+  override func subscribeToStates() -> StateSubscription<State>? {
+    guard !self.shutDown else { return nil }
+    return self.broadcaster.subscribe(current: self.currentState)
+  }
+
+  private func reportSendAfterShutdown(_ action: Action, location: SourceLocation) {
+    self.reporter(
+      ReportedIssue(
+        """
+        An action was sent to a store that has been shut down.
+
+          Action:
+            \(debugDescription(of: action))
+
+        The action was not reduced and the state is unchanged. Make sure nothing sends to \
+        the store after 'shutdown()'.
+        """,
+        fileID: "\(location.fileID)",
+        filePath: "\(location.filePath)",
+        line: Int(location.line),
+        column: Int(location.column)
+      )
+    )
+  }
+}
+
+/// A short description of a value for diagnostics: enum cases get a leading dot.
+func debugDescription(of value: Any) -> String {
+  let description = String(describing: value)
+  let mirror = Mirror(reflecting: value)
+  if mirror.displayStyle == .enum, let first = description.first, first.isLetter {
+    return "." + description
+  }
+  return description
+}

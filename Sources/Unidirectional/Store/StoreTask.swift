@@ -1,0 +1,69 @@
+/// The lifetime of the effects one action started.
+///
+/// ``Store/send(_:fileID:filePath:line:column:)`` returns one. It covers every effect the action
+/// started, the effects of the `.send` actions it triggered synchronously, and the effects of the
+/// actions those effects fed back: everything that happened *because* of this action.
+///
+/// ```swift
+/// let task = await store.send(.connect)     // a long-living effect
+/// // ... when the client disconnects:
+/// task.cancel()
+/// await task.finish()                       // every effect of `.connect` has ended
+/// ```
+///
+/// Cancelling the task that awaits ``finish()`` cancels the effects too, so tying them to a
+/// request, a connection or a command is `await store.send(.start).finish()` inside that scope.
+public struct StoreTask: Hashable, Sendable {
+  let lifetime: EffectLifetime?
+
+  init(_ lifetime: EffectLifetime?) {
+    self.lifetime = lifetime
+  }
+
+  /// Suspends until every effect of this task has finished.
+  ///
+  /// Cancelling the task that is waiting cancels the effects, and `finish()` then returns once
+  /// they have ended.
+  public func finish() async {
+    guard let lifetime = self.lifetime else { return }
+    await withTaskCancellationHandler {
+      await lifetime.runtime.wait(for: lifetime)
+    } onCancel: {
+      lifetime.runtime.cancel(lifetime)
+    }
+  }
+
+  /// Cancels every effect of this task (and any it starts later).
+  ///
+  /// The store drops every action those effects send from now on; their work observes
+  /// `Task.isCancelled`.
+  public func cancel() {
+    guard let lifetime = self.lifetime else { return }
+    lifetime.runtime.cancel(lifetime)
+  }
+
+  /// Whether ``cancel()`` was called.
+  ///
+  /// A task for an action that started no effects has nothing to run and reports `true`, as in
+  /// the Composable Architecture.
+  public var isCancelled: Bool {
+    guard let lifetime = self.lifetime else { return true }
+    return lifetime.runtime.isCancelled(lifetime)
+  }
+
+  /// Whether every effect of this task has finished (`true` when it started none).
+  public var isFinished: Bool {
+    guard let lifetime = self.lifetime else { return true }
+    return lifetime.runtime.isFinished(lifetime)
+  }
+
+  /// Two tasks are equal when they refer to the effects of the same action.
+  public static func == (lhs: Self, rhs: Self) -> Bool {
+    lhs.lifetime === rhs.lifetime
+  }
+
+  /// Hashes the identity of the action's effects.
+  public func hash(into hasher: inout Hasher) {
+    hasher.combine(self.lifetime.map(ObjectIdentifier.init))
+  }
+}

@@ -1,0 +1,162 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Unidirectional
+
+/// Not API: a serial and task executor whose jobs run only when a test drains it by hand.
+///
+/// A task that prefers this executor (SE-0417) runs every job on it: its structured children,
+/// the default actors it calls (a ``Store`` included), and the continuations others resume for
+/// it (a ``TestClock`` sleeper). Draining runs the jobs one at a time, in the order they were
+/// enqueued, on the draining thread, so a scenario has exactly one interleaving.
+///
+/// > Important: Task executor preferences are held unowned by the runtime. Keep the executor
+/// > alive while any task may still enqueue on it; the stores, tasks and sleepers that use it
+/// > hold it strongly for that reason.
+package final class ManualExecutor: SerialExecutor, TaskExecutor, ManualDrainer,
+  @unchecked Sendable
+{
+  // Safety: every `var` is read and written only while `lock` is held.
+  private let lock = Lock()
+  private var jobs: [UnownedJob] = []
+  private var head = 0
+  private var drainingThread: pthread_t?
+  private var arrivalWaiters: [UnsafeContinuation<Void, Never>] = []
+  private var jobsRunCount = 0
+
+  package init() {}
+
+  package func enqueue(_ job: consuming ExecutorJob) {
+    let job = UnownedJob(job)
+    self.lock.lock()
+    self.jobs.append(job)
+    let waiters = self.arrivalWaiters
+    self.arrivalWaiters = []
+    self.lock.unlock()
+    for waiter in waiters { waiter.resume() }
+  }
+
+  package func asUnownedSerialExecutor() -> UnownedSerialExecutor {
+    UnownedSerialExecutor(ordinary: self)
+  }
+
+  package func isIsolatingCurrentContext() -> Bool? {
+    self.isDrainingOnCurrentThread
+  }
+
+  package func checkIsolated() {
+    precondition(self.isDrainingOnCurrentThread, "Not running on the test store's executor.")
+  }
+
+  /// Whether a drain is running on the calling thread.
+  package var isDrainingOnCurrentThread: Bool {
+    self.lock.withLock {
+      guard let thread = self.drainingThread else { return false }
+      return pthread_equal(thread, pthread_self()) != 0
+    }
+  }
+
+  /// The number of jobs waiting to run.
+  package var pendingJobCount: Int {
+    self.lock.withLock { self.jobs.count - self.head }
+  }
+
+  /// The number of jobs run so far.
+  package var jobsRun: Int {
+    self.lock.withLock { self.jobsRunCount }
+  }
+
+  /// Runs jobs, in order, until none is left (including jobs enqueued by the jobs it runs).
+  ///
+  /// A call from inside one of this executor's own jobs returns at once: the outer drain runs
+  /// whatever that job enqueued.
+  package func drainUntilIdle() {
+    self.lock.lock()
+    if let thread = self.drainingThread {
+      let nested = pthread_equal(thread, pthread_self()) != 0
+      self.lock.unlock()
+      precondition(nested, "ManualExecutor drained from two threads at once.")
+      return
+    }
+    self.drainingThread = pthread_self()
+    while self.head < self.jobs.count {
+      let job = self.jobs[self.head]
+      self.head += 1
+      if self.head == self.jobs.count {
+        self.jobs.removeAll(keepingCapacity: true)
+        self.head = 0
+      }
+      self.jobsRunCount += 1
+      self.lock.unlock()
+      job.runSynchronously(
+        isolatedTo: self.asUnownedSerialExecutor(),
+        taskExecutor: self.asUnownedTaskExecutor()
+      )
+      self.lock.lock()
+    }
+    self.drainingThread = nil
+    self.lock.unlock()
+  }
+
+  /// Suspends until a job is enqueued (returns at once if one is waiting).
+  ///
+  /// Used when a test waits on work the executor cannot see (a real socket, `Task.detached`):
+  /// that work finishes by resuming a task of ours, which enqueues a job here.
+  package func waitForJob() async {
+    // NB: the lock is never held across the suspension point.
+    await withUnsafeContinuation { continuation in
+      self.lock.lock()
+      if self.head < self.jobs.count {
+        self.lock.unlock()
+        continuation.resume()
+      } else {
+        self.arrivalWaiters.append(continuation)
+        self.lock.unlock()
+      }
+    }
+  }
+
+  /// Resumes every task suspended in ``waitForJob()`` (used when a wait times out).
+  package func wakeJobWaiters() {
+    self.lock.lock()
+    let waiters = self.arrivalWaiters
+    self.arrivalWaiters = []
+    self.lock.unlock()
+    for waiter in waiters { waiter.resume() }
+  }
+
+  /// Runs `operation` in a task that prefers this executor, draining until it has returned.
+  ///
+  /// The task also carries this executor as ``TestExecution/drainer``, so test clocks drain it
+  /// after waking its sleepers. When the operation waits on work outside the executor, this
+  /// waits for that work to enqueue a job, then drains again.
+  @discardableResult
+  package func perform<T: Sendable>(
+    _ operation: @escaping @Sendable () async -> T
+  ) async -> T {
+    let result = LockIsolated<Returned<T>?>(nil)
+    let task = Task(executorPreference: self) {
+      await TestExecution.$drainer.withValue(self) {
+        result.setValue(Returned(value: await operation()))
+      }
+    }
+    self.drainUntilIdle()
+    while true {
+      if let returned = result.value {
+        await task.value
+        return returned.value
+      }
+      await self.waitForJob()
+      self.drainUntilIdle()
+    }
+  }
+}
+
+/// A returned value (distinguishes a returned `nil` from "not returned yet").
+private struct Returned<T: Sendable>: Sendable {
+  let value: T
+}
