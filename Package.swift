@@ -12,7 +12,12 @@ let package = Package(
   targets: [
     .target(name: "Unidirectional"),
     .target(name: "UnidirectionalTesting", dependencies: ["Unidirectional"]),
-    .executableTarget(name: "Benchmarks", dependencies: ["Unidirectional"], path: "Benchmarks"),
+    .target(name: "CMallocStats"),
+    .executableTarget(
+      name: "Benchmarks",
+      dependencies: ["Unidirectional", "UnidirectionalTesting", "CMallocStats"],
+      path: "Benchmarks"
+    ),
     .testTarget(
       name: "UnidirectionalTests",
       dependencies: ["Unidirectional", "UnidirectionalTesting"]
@@ -21,7 +26,7 @@ let package = Package(
   swiftLanguageModes: [.v6]
 )
 
-for target in package.targets {
+for target in package.targets where target.name != "CMallocStats" {
   target.swiftSettings = (target.swiftSettings ?? []) + [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("ImmutableWeakCaptures"),

@@ -20,13 +20,15 @@
 /// > Important: ``none`` and ``send(_:)`` are handled synchronously by the store, before
 /// > ``Store/send(_:fileID:filePath:line:column:)`` returns, without creating tasks.
 public struct Effect<Action: Sendable>: Sendable {
-  let operation: Operation
+  @usableFromInline let operation: Operation
 
-  init(operation: Operation) {
+  @usableFromInline init(operation: Operation) {
     self.operation = operation
   }
 
-  enum Operation: Sendable {
+  // NB: `@usableFromInline` so `.none` and `.send` are specialized in the feature's module,
+  // which keeps generic metadata lookups off the per-action path.
+  @usableFromInline enum Operation: Sendable {
     /// No work.
     case none
     /// An action delivered synchronously by the store.
@@ -46,7 +48,7 @@ public struct Effect<Action: Sendable>: Sendable {
 
 /// The asynchronous body of a ``Effect/run(priority:operation:catch:fileID:filePath:line:column:)``
 /// effect, with its error handling already folded in.
-struct RunOperation<Action: Sendable>: Sendable {
+@usableFromInline struct RunOperation<Action: Sendable>: Sendable {
   var priority: TaskPriority?
   var body: @concurrent @Sendable (Send<Action>) async -> Void
 }
@@ -57,7 +59,7 @@ extension Effect {
   /// An effect that does nothing.
   ///
   /// The store handles it without creating a task or allocating.
-  public static var none: Self {
+  @inlinable public static var none: Self {
     Self(operation: .none)
   }
 
@@ -68,7 +70,7 @@ extension Effect {
   /// directly over sending actions to share it.
   ///
   /// - Parameter action: The action to feed back.
-  public static func send(_ action: Action) -> Self {
+  @inlinable public static func send(_ action: Action) -> Self {
     Self(operation: .send(action))
   }
 

@@ -1,6 +1,6 @@
 /// A cancellation identifier keyed by its type and its value, so `1` and `"1"` never collide
 /// (and neither do `1 as Int` and `1 as UInt8`, which `AnyHashable` alone would merge).
-struct CancelKey: Hashable, Sendable {
+@usableFromInline struct CancelKey: Hashable, Sendable {
   // NB: `AnyHashable` is not `Sendable`; `value` is only ever built from a
   // `Hashable & Sendable` identifier (see `init`), so sharing it is sound.
   private nonisolated(unsafe) let value: AnyHashable
@@ -12,11 +12,11 @@ struct CancelKey: Hashable, Sendable {
     self.type = ObjectIdentifier(ID.self)
   }
 
-  static func == (lhs: Self, rhs: Self) -> Bool {
+  @usableFromInline static func == (lhs: Self, rhs: Self) -> Bool {
     lhs.type == rhs.type && lhs.value == rhs.value
   }
 
-  func hash(into hasher: inout Hasher) {
+  @usableFromInline func hash(into hasher: inout Hasher) {
     hasher.combine(self.type)
     hasher.combine(self.value)
   }

@@ -201,16 +201,19 @@ package struct StoreConfiguration: Sendable {
 
 /// One action a store processed, reported to a test harness.
 package struct StoreEvent<State, Action> {
-  package enum Origin: Sendable {
-    /// Passed to `Store.send`.
-    case send
-    /// Fed back by an effect (`.send` or a running effect).
-    case effect
-  }
+  package typealias Origin = StoreEventOrigin
 
   package let action: Action
   package let state: State
   package let origin: Origin
+}
+
+/// Where an action a store processed came from.
+package enum StoreEventOrigin: Sendable {
+  /// Passed to `Store.send`.
+  case send
+  /// Fed back by an effect (`.send` or a running effect).
+  case effect
 }
 
 extension StoreEvent: Sendable where State: Sendable, Action: Sendable {}

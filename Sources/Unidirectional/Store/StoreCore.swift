@@ -53,6 +53,9 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
   /// Actions sent synchronously (`.send`), reduced in order before `send` returns.
   private var queue: [(Action, EffectBox?)] = []
   private var queueHead = 0
+  /// `queue.count`, kept as a plain integer so the `.none` path never touches the generic array
+  /// (unspecialized array code looks up its generic metadata on every call).
+  private var queueCount = 0
 
   private var scheduler: EffectScheduler<Action>
   private var shutDown = false
@@ -123,9 +126,9 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
   }
 
   /// Reduces `action`, then every action it sent synchronously, iteratively.
-  private func process(_ action: Action, origin: StoreEvent<State, Action>.Origin) {
+  private func process(_ action: Action, origin: StoreEventOrigin) {
     self.reduce(action, origin: origin)
-    while self.queueHead < self.queue.count {
+    while self.queueHead < self.queueCount {
       let (next, box) = self.queue[self.queueHead]
       self.queueHead += 1
       if let box {
@@ -139,11 +142,14 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
         self.reduce(next, origin: .effect)
       }
     }
-    self.queue.removeAll(keepingCapacity: true)
-    self.queueHead = 0
+    if self.queueCount > 0 {
+      self.queue.removeAll(keepingCapacity: true)
+      self.queueHead = 0
+      self.queueCount = 0
+    }
   }
 
-  private func reduce(_ action: Action, origin: StoreEvent<State, Action>.Origin) {
+  private func reduce(_ action: Action, origin: StoreEventOrigin) {
     let effect: Effect<Action>
     if let dependencies = self.dependencies {
       effect = DependencyValues.$current.withValue(dependencies) {
@@ -163,9 +169,11 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
       return
     case .send(let next):
       self.queue.append((next, nil))
+      self.queueCount += 1
     default:
       self.scheduler.schedule(effect) { action, box in
         self.queue.append((action, box))
+        self.queueCount += 1
       }
     }
   }

@@ -1,8 +1,0 @@
-import Unidirectional
-
-@main
-struct BenchmarkRunner {
-  static func main() async {
-    print("benchmarks: not yet")
-  }
-}

@@ -1,0 +1,76 @@
+import Unidirectional
+
+/// The reducer the store benchmarks run.
+struct BenchFeature: Reducer {
+  struct State: Sendable {
+    var count = 0
+  }
+
+  enum Action: Sendable {
+    case increment
+    case chain(Int)
+    case roundTrip
+    case burst(Int)
+    case park
+    case parkCancellable(id: Int)
+    case cancel(id: Int)
+  }
+
+  @inline(never)
+  func reduce(into state: inout State, action: Action) -> Effect<Action> {
+    switch action {
+    case .increment:
+      state.count &+= 1
+      return .none
+    case .chain(let remaining):
+      state.count &+= 1
+      return remaining > 1 ? .send(.chain(remaining - 1)) : .none
+    case .roundTrip:
+      return .run { send in await send(.increment) }
+    case .burst(let count):
+      return .run { send in
+        for _ in 0..<count { await send(.increment) }
+      }
+    case .park:
+      return .run { _ in
+        parkedEffects.withValue { $0 += 1 }
+        try await Task.sleep(for: .seconds(3_600))
+      }
+    case .parkCancellable(let id):
+      return .run { _ in try await Task.sleep(for: .seconds(3_600)) }
+        .cancellable(id: id)
+    case .cancel(let id):
+      return .cancel(id: id)
+    }
+  }
+}
+
+/// The floor for a store: an actor that calls the same reducer, with no effect handling.
+actor BareStore {
+  var state = BenchFeature.State()
+  let reducer = BenchFeature()
+
+  func send(_ action: BenchFeature.Action) {
+    _ = self.reducer.reduce(into: &self.state, action: action)
+  }
+
+  /// Reduces a chain of `count` actions the way a store would, in one isolated call.
+  func sendChain(_ count: Int) {
+    var action = BenchFeature.Action.chain(count)
+    for remaining in stride(from: count, to: 0, by: -1) {
+      _ = self.reducer.reduce(into: &self.state, action: action)
+      action = .chain(remaining - 1)
+    }
+  }
+
+  func increment() {
+    self.state.count &+= 1
+  }
+}
+
+func makeStore() -> StoreOf<BenchFeature> {
+  Store(initialState: BenchFeature.State()) { BenchFeature() }
+}
+
+/// How many `.park` effects have started.
+let parkedEffects = LockIsolated(0)

@@ -1,0 +1,205 @@
+import Unidirectional
+
+func storeBenchmarks() -> [Benchmark] {
+  let store = makeStore()
+  let bare = BareStore()
+  return [
+    Benchmark(
+      name: "store.send, reducer returns .none",
+      floorName: "await actor.method() calling the reducer",
+      operations: 100_000,
+      target: 1.3,
+      run: {
+        for _ in 0..<100_000 { await store.send(.increment) }
+      },
+      floor: {
+        for _ in 0..<100_000 { await bare.send(.increment) }
+      }
+    ),
+    Benchmark(
+      name: ".send chain, per action",
+      floorName: "the reducer in a loop inside one actor call",
+      operations: 100_000,
+      target: 1.5,
+      run: {
+        for _ in 0..<100 { await store.send(.chain(1_000)) }
+      },
+      floor: {
+        for _ in 0..<100 { await bare.sendChain(1_000) }
+      }
+    ),
+    Benchmark(
+      name: ".run round trip (send, effect, send back)",
+      floorName: "task-group child + actor hop back",
+      operations: 10_000,
+      target: 1.5,
+      run: {
+        for _ in 0..<10_000 { await store.send(.roundTrip).finish() }
+      },
+      floor: {
+        for _ in 0..<10_000 {
+          await withDiscardingTaskGroup { group in
+            group.addTask { await bare.increment() }
+          }
+        }
+      }
+    ),
+    Benchmark(
+      name: ".run effect sending 10,000 actions, per action",
+      floorName: "await actor.method() from one task",
+      operations: 100_000,
+      target: 2,
+      run: {
+        for _ in 0..<10 { await store.send(.burst(10_000)).finish() }
+      },
+      floor: {
+        await withDiscardingTaskGroup { group in
+          group.addTask {
+            for _ in 0..<100_000 { await bare.increment() }
+          }
+        }
+      }
+    ),
+    Benchmark(
+      name: "store create + send + shutdown",
+      floorName: "actor create + method call",
+      operations: 10_000,
+      target: nil,
+      run: {
+        for _ in 0..<10_000 {
+          let store = makeStore()
+          await store.send(.increment)
+          await store.shutdown()
+        }
+      },
+      floor: {
+        for _ in 0..<10_000 {
+          let bare = BareStore()
+          await bare.send(.increment)
+        }
+      }
+    ),
+  ]
+}
+
+func cancellationBenchmarks() -> [Benchmark] {
+  let store = makeStore()
+  let crowded = makeStore()
+  let crowdedReady = LockIsolated(false)
+  return [
+    Benchmark(
+      name: "start + cancel a cancellable .run",
+      floorName: "task-group child + cancelAll",
+      operations: 10_000,
+      target: 2,
+      run: {
+        for _ in 0..<10_000 {
+          let task = await store.send(.parkCancellable(id: 1))
+          await store.send(.cancel(id: 1))
+          await task.finish()
+        }
+      },
+      floor: {
+        for _ in 0..<10_000 {
+          await withDiscardingTaskGroup { group in
+            group.addTask { try? await Task.sleep(for: .seconds(3_600)) }
+            group.cancelAll()
+          }
+        }
+      }
+    ),
+    Benchmark(
+      name: "cancel(id:) of 10 with 10,000 others live",
+      floorName: "the same with no other effect live",
+      operations: 1_000,
+      target: 1.2,
+      run: {
+        if !crowdedReady.value {
+          for id in 100..<10_100 { await crowded.send(.parkCancellable(id: id)) }
+          crowdedReady.setValue(true)
+        }
+        await cancelTenUnderOneID(crowded)
+      },
+      floor: {
+        await cancelTenUnderOneID(store)
+      }
+    ),
+  ]
+}
+
+/// 1,000 times: starts 10 effects under id 7, then cancels them by id.
+private func cancelTenUnderOneID(_ store: StoreOf<BenchFeature>) async {
+  for _ in 0..<1_000 {
+    var tasks: [StoreTask] = []
+    for _ in 0..<10 { tasks.append(await store.send(.parkCancellable(id: 7))) }
+    await store.send(.cancel(id: 7))
+    for task in tasks { await task.finish() }
+  }
+}
+
+/// Bytes per idle store and per suspended effect, next to their floors.
+@concurrent
+func memoryFigures(filter: String?) async {
+  if let filter, !"memory".contains(filter) { return }
+  let count = 10_000
+
+  var before = allocatedBytes()
+  var stores: [StoreOf<BenchFeature>] = []
+  stores.reserveCapacity(count)
+  for _ in 0..<count {
+    let store = makeStore()
+    await store.send(.increment)
+    stores.append(store)
+  }
+  let storeBytes = Double(allocatedBytes() - before) / Double(count)
+  stores.removeAll()
+
+  before = allocatedBytes()
+  var actors: [BareStore] = []
+  actors.reserveCapacity(count)
+  for _ in 0..<count {
+    let bare = BareStore()
+    await bare.send(.increment)
+    actors.append(bare)
+  }
+  let actorBytes = Double(allocatedBytes() - before) / Double(count)
+  actors.removeAll()
+
+  let store = makeStore()
+  await store.send(.increment)
+  before = allocatedBytes()
+  for _ in 0..<count { await store.send(.park) }
+  // NB: benchmark only: the effects start on the pool; wait until each has reached its sleep.
+  while parkedEffects.value < count { await Task.yield() }
+  let effectBytes = Double(allocatedBytes() - before) / Double(count)
+  await store.shutdown()
+
+  before = allocatedBytes()
+  let started = LockIsolated(0)
+  var childBytes = 0.0
+  await withDiscardingTaskGroup { group in
+    for _ in 0..<count {
+      group.addTask {
+        started.withValue { $0 += 1 }
+        try? await Task.sleep(for: .seconds(3_600))
+      }
+    }
+    while started.value < count { await Task.yield() }  // benchmark only: wait for the pool
+    childBytes = Double(allocatedBytes() - before) / Double(count)
+    group.cancelAll()
+  }
+
+  print(
+    Harness.pad("bytes per idle store", 44), Harness.pad(Harness.format(storeBytes, digits: 0), 10),
+    Harness.pad("", 10), Harness.pad(Harness.format(actorBytes, digits: 0), 10),
+    Harness.pad(Harness.format(storeBytes / actorBytes, digits: 2) + "x", 7),
+    "≤1 KiB   an idle actor"
+  )
+  print(
+    Harness.pad("bytes per suspended effect", 44),
+    Harness.pad(Harness.format(effectBytes, digits: 0), 10), Harness.pad("", 10),
+    Harness.pad(Harness.format(childBytes, digits: 0), 10),
+    Harness.pad(Harness.format(effectBytes / childBytes, digits: 2) + "x", 7),
+    "≤1.5x    a suspended task-group child"
+  )
+}

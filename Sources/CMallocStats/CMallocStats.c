@@ -1,0 +1,13 @@
+#include "CMallocStats.h"
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+size_t cmallocstats_allocated_bytes(void) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+  return mallinfo2().uordblks;
+#else
+  return 0;
+#endif
+}

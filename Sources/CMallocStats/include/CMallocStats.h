@@ -1,0 +1,9 @@
+#ifndef CMALLOCSTATS_H
+#define CMALLOCSTATS_H
+
+#include <stddef.h>
+
+/// Bytes currently allocated by malloc in this process (0 where the C library cannot tell).
+size_t cmallocstats_allocated_bytes(void);
+
+#endif
