@@ -22,6 +22,10 @@ let package = Package(
       name: "UnidirectionalTests",
       dependencies: ["Unidirectional", "UnidirectionalTesting"]
     ),
+    .testTarget(
+      name: "UnidirectionalTestingTests",
+      dependencies: ["Unidirectional", "UnidirectionalTesting"]
+    ),
   ],
   swiftLanguageModes: [.v6]
 )

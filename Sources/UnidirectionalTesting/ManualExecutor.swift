@@ -27,6 +27,8 @@ package final class ManualExecutor: SerialExecutor, TaskExecutor, ManualDrainer,
   private var drainingThread: pthread_t?
   private var arrivalWaiters: [UnsafeContinuation<Void, Never>] = []
   private var jobsRunCount = 0
+  /// Set by ``wakeJobWaiters()``: later waits return at once until ``resetWaitTimeout()``.
+  private var waitTimedOut = false
 
   package init() {}
 
@@ -110,7 +112,7 @@ package final class ManualExecutor: SerialExecutor, TaskExecutor, ManualDrainer,
     // NB: the lock is never held across the suspension point.
     await withUnsafeContinuation { continuation in
       self.lock.lock()
-      if self.head < self.jobs.count {
+      if self.head < self.jobs.count || self.waitTimedOut {
         self.lock.unlock()
         continuation.resume()
       } else {
@@ -120,13 +122,20 @@ package final class ManualExecutor: SerialExecutor, TaskExecutor, ManualDrainer,
     }
   }
 
-  /// Resumes every task suspended in ``waitForJob()`` (used when a wait times out).
+  /// Resumes every task suspended in ``waitForJob()``, and makes later calls return at once
+  /// until ``resetWaitTimeout()`` (used when a wait times out).
   package func wakeJobWaiters() {
     self.lock.lock()
+    self.waitTimedOut = true
     let waiters = self.arrivalWaiters
     self.arrivalWaiters = []
     self.lock.unlock()
     for waiter in waiters { waiter.resume() }
+  }
+
+  /// Lets ``waitForJob()`` suspend again after ``wakeJobWaiters()``.
+  package func resetWaitTimeout() {
+    self.lock.withLock { self.waitTimedOut = false }
   }
 
   /// Runs `operation` in a task that prefers this executor, draining until it has returned.

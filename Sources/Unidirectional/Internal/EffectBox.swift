@@ -77,6 +77,8 @@ final class EffectLifetime: @unchecked Sendable {
 
 /// The action (and where it was sent) that started a lifetime, for test diagnostics.
 package struct EffectOrigin: Sendable {
+  /// The order in which the actions were sent.
+  package var sequence: Int
   package var action: String
   package var fileID: String
   package var filePath: String

@@ -16,6 +16,10 @@ final class EffectRuntime: @unchecked Sendable {
   private var rootWaiter: UnsafeContinuation<Void, Never>?
   private var phase = Phase.idle
   private var rootTask: Task<Void, Never>?
+  /// Lifetimes with unfinished effects, kept only for test harnesses (`tracksLifetimes`).
+  private var liveLifetimes: [ObjectIdentifier: EffectLifetime] = [:]
+  /// Whether `liveLifetimes` is maintained.
+  private let tracksLifetimes: Bool
 
   private let executorPreference: (any TaskExecutor)?
   private let reporter: IssueReporter
@@ -36,8 +40,10 @@ final class EffectRuntime: @unchecked Sendable {
   init(
     executorPreference: (any TaskExecutor)?,
     reporter: IssueReporter,
-    dependencies: DependencyValues
+    dependencies: DependencyValues,
+    tracksLifetimes: Bool = false
   ) {
+    self.tracksLifetimes = tracksLifetimes
     self.executorPreference = executorPreference
     self.reporter = reporter
     self.dependencies = dependencies
@@ -51,6 +57,9 @@ final class EffectRuntime: @unchecked Sendable {
     let box = EffectBox(keys: keys, lifetime: lifetime)
     self.lock.withLock {
       self.liveCount += 1
+      if self.tracksLifetimes && lifetime.boxes.isEmpty {
+        self.liveLifetimes[ObjectIdentifier(lifetime)] = lifetime
+      }
       lifetime.boxes[ObjectIdentifier(box)] = box
       if !keys.isEmpty {
         self.registry.register(box, under: keys)
@@ -210,6 +219,9 @@ final class EffectRuntime: @unchecked Sendable {
     }
     let lifetime = box.lifetime
     lifetime.boxes.removeValue(forKey: ObjectIdentifier(box))
+    if self.tracksLifetimes && lifetime.boxes.isEmpty {
+      self.liveLifetimes.removeValue(forKey: ObjectIdentifier(lifetime))
+    }
     guard lifetime.boxes.isEmpty, !lifetime.waiters.isEmpty else { return [] }
     defer { lifetime.waiters = [] }
     return lifetime.waiters
@@ -339,6 +351,20 @@ final class EffectRuntime: @unchecked Sendable {
   /// The origins of the lifetimes that still have unfinished effects.
   func unfinishedEffectCount(under key: CancelKey) -> Int {
     self.lock.withLock { self.registry.count(for: key) }
+  }
+
+  /// The origins of the lifetimes with unfinished effects, in the order they were sent
+  /// (requires `tracksLifetimes`).
+  package func unfinishedOrigins() -> [EffectOrigin] {
+    self.lock.withLock {
+      self.liveLifetimes.values.compactMap(\.origin).sorted { $0.sequence < $1.sequence }
+    }
+  }
+
+  /// Cancels every unfinished effect without shutting down (requires `tracksLifetimes`).
+  package func cancelAllEffects() {
+    let lifetimes = self.lock.withLock { Array(self.liveLifetimes.values) }
+    for lifetime in lifetimes { self.cancel(lifetime) }
   }
 
   /// Records the action that started a lifetime, for test diagnostics.

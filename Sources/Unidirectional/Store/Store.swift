@@ -69,7 +69,8 @@ public actor Store<State: Sendable, Action: Sendable> {
     let runtime = EffectRuntime(
       executorPreference: configuration.executorPreference,
       reporter: configuration.reporter,
-      dependencies: configuration.dependencies
+      dependencies: configuration.dependencies,
+      tracksLifetimes: configuration.recordsOrigins
     )
     self.anchor = ExecutorAnchor()
     self.ownedRuntime = runtime
@@ -152,6 +153,24 @@ public actor Store<State: Sendable, Action: Sendable> {
   /// The number of effects started and not finished.
   package nonisolated var liveEffectCount: Int {
     self.runtime.liveEffectCount
+  }
+
+  /// What started the effects still running, in the order the actions were sent (only when the
+  /// configuration records origins).
+  package nonisolated var unfinishedEffectOrigins: [EffectOrigin] {
+    self.runtime.unfinishedOrigins()
+  }
+
+  /// Cancels every running effect, leaving the store open (only when the configuration records
+  /// origins).
+  package nonisolated func cancelAllEffects() {
+    self.runtime.cancelAllEffects()
+  }
+
+  /// Cancels every effect and rejects later effects without waiting (the test store's teardown,
+  /// which then drains its executor until they have ended).
+  package nonisolated func shutDownEffects() {
+    self.runtime.shutdown()
   }
 
   /// The number of cancellation identifiers with registered effects.

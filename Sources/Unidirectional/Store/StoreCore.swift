@@ -59,6 +59,8 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
 
   private var scheduler: EffectScheduler<Action>
   private var shutDown = false
+  /// Actions passed to `send` so far (orders effect origins in diagnostics).
+  private var sendCount = 0
 
   init<R: Reducer<State, Action>>(
     initialState: State,
@@ -100,11 +102,13 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
       self.reportSendAfterShutdown(action, location: location)
       return StoreTask(nil)
     }
+    self.sendCount &+= 1
     self.process(action, origin: .send)
     let lifetime = self.scheduler.submit()
     if self.recordsOrigins, let lifetime {
       self.runtime.setOrigin(
         EffectOrigin(
+          sequence: self.sendCount,
           action: debugDescription(of: action),
           fileID: "\(location.fileID)",
           filePath: "\(location.filePath)",
