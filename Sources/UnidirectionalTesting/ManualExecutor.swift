@@ -104,6 +104,23 @@ package final class ManualExecutor: SerialExecutor, TaskExecutor, ManualDrainer,
     self.lock.unlock()
   }
 
+  /// Runs the pending job at `offset` (0 is the oldest) on the calling thread, out of order:
+  /// for tests that explore every order in which ready jobs could run.
+  package func runPendingJob(at offset: Int) {
+    self.lock.lock()
+    precondition(self.drainingThread == nil, "runPendingJob(at:) called during a drain.")
+    precondition(offset < self.jobs.count - self.head, "No pending job at \(offset).")
+    let job = self.jobs.remove(at: self.head + offset)
+    self.drainingThread = pthread_self()
+    self.jobsRunCount += 1
+    self.lock.unlock()
+    job.runSynchronously(
+      isolatedTo: self.asUnownedSerialExecutor(),
+      taskExecutor: self.asUnownedTaskExecutor()
+    )
+    self.lock.withLock { self.drainingThread = nil }
+  }
+
   /// Suspends until a job is enqueued (returns at once if one is waiting).
   ///
   /// Used when a test waits on work the executor cannot see (a real socket, `Task.detached`):

@@ -198,6 +198,9 @@ struct EffectScheduler<Action: Sendable> {
       case 1: self.append(steps[0])
       default: self.append(.concatenate(steps))
       }
+
+    case .deferred(let make):
+      self.schedule(make(self.runtime), keys: keys, enqueue: enqueue)
     }
   }
 
@@ -223,6 +226,8 @@ struct EffectScheduler<Action: Sendable> {
     case .concatenate(let effects):
       let plans = effects.compactMap { self.plan($0, keys: keys) }
       return plans.isEmpty ? nil : .concatenate(plans)
+    case .deferred(let make):
+      return self.plan(make(self.runtime), keys: keys)
     }
   }
 
@@ -244,7 +249,7 @@ extension Effect {
     switch self.operation {
     case .none, .send, .cancel:
       return false
-    case .run:
+    case .run, .deferred:
       return true
     case .cancellable(_, _, let inner):
       return inner.hasAsynchronousWork

@@ -7,10 +7,12 @@
 ///
 /// All mutable state is guarded by one pthread lock. Nothing here is isolated to the store, so
 /// effects finish, and `StoreTask.cancel()` works, without hopping to it.
-final class EffectRuntime: @unchecked Sendable {
+@usableFromInline final class EffectRuntime: @unchecked Sendable {
   // Safety: every `var` is read and written only while `lock` is held.
   private let lock = Lock()
   private var registry = CancellationRegistry()
+  /// Throttle ids: when each last let an effect run (see `Effect.throttle`).
+  private var throttles: [CancelKey: ThrottleState] = [:]
   private var liveCount = 0
   private var pending: [EffectJob] = []
   private var rootWaiter: UnsafeContinuation<Void, Never>?
@@ -334,6 +336,17 @@ final class EffectRuntime: @unchecked Sendable {
 
   var isShutDown: Bool {
     self.lock.withLock { self.phase == .shutDown }
+  }
+
+  // MARK: - Throttling
+
+  /// Reads and updates the throttle state of `key` (created by `body` on first use).
+  func withThrottleState<R>(for key: CancelKey, _ body: (inout ThrottleState) -> R) -> R {
+    self.lock.withLock {
+      var state = self.throttles[key] ?? ThrottleState(lastRun: (), isHolding: false)
+      defer { self.throttles[key] = state }
+      return body(&state)
+    }
   }
 
   // MARK: - Introspection (tests and benchmarks)

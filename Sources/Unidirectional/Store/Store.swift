@@ -20,7 +20,7 @@
 public actor Store<State: Sendable, Action: Sendable> {
   let core: StoreCore<State, Action>
   private var isAttached = false
-  private nonisolated let anchor: ExecutorAnchor
+  nonisolated let anchor: ExecutorAnchor
   private nonisolated let ownedRuntime: EffectRuntime?
   /// The effect bookkeeping of the root store (shared by its scoped stores).
   nonisolated let runtime: EffectRuntime
@@ -204,6 +204,9 @@ package struct StoreConfiguration: Sendable {
   package var dependencies: DependencyValues
   /// Whether lifetimes record the action that started them (for test diagnostics).
   package var recordsOrigins: Bool
+  /// Mutation-testing switch, `false` only in the test proving the oracle can fail: skips the
+  /// delivery-time check that drops actions from cancelled effects.
+  package var checksDelivery = true
 
   package init(
     executorPreference: (any TaskExecutor)? = nil,

@@ -37,6 +37,11 @@ class StoreCore<State: Sendable, Action: Sendable> {
   func subscribeToStates() -> StateSubscription<State>? {
     preconditionFailure("Not API: overridden by every core.")
   }
+
+  /// The last action passed to `send` (the template key-path-scoped stores embed into).
+  var lastAction: Action? {
+    nil
+  }
 }
 
 /// The core of a root store: the state, the reducer, the synchronous queue and the effects.
@@ -49,6 +54,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
   private let dependencies: DependencyValues?
   private let observer: (@Sendable (StoreEvent<State, Action>) -> Void)?
   private let recordsOrigins: Bool
+  private let checksDelivery: Bool
 
   /// Actions sent synchronously (`.send`), reduced in order before `send` returns.
   private var queue: [(Action, EffectBox?)] = []
@@ -61,6 +67,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
   private var shutDown = false
   /// Actions passed to `send` so far (orders effect origins in diagnostics).
   private var sendCount = 0
+  private var lastSentAction: Action?
 
   init<R: Reducer<State, Action>>(
     initialState: State,
@@ -76,6 +83,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
       configuration.dependencies.isDefault ? nil : configuration.dependencies
     self.observer = observer
     self.recordsOrigins = configuration.recordsOrigins
+    self.checksDelivery = configuration.checksDelivery
     self.scheduler = EffectScheduler(runtime: runtime, deliver: { _, _ in })
     super.init(runtime: runtime)
   }
@@ -86,6 +94,10 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
 
   override var isShutDown: Bool {
     self.shutDown
+  }
+
+  override var lastAction: Action? {
+    self.lastSentAction
   }
 
   /// Sets where effects deliver their actions: the store that owns this core.
@@ -103,6 +115,11 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
       return StoreTask(nil)
     }
     self.sendCount &+= 1
+    if self.sendCount == 1 {
+      // NB: only the first action is kept: any action of the right type is a valid template
+      // for key-path embedding, and keeping one per send would cost a copy per action.
+      self.lastSentAction = action
+    }
     self.process(action, origin: .send)
     let lifetime = self.scheduler.submit()
     if self.recordsOrigins, let lifetime {
@@ -123,7 +140,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
 
   override func receive(_ action: Action, from box: EffectBox) {
     // The delivery rule: checked here, on the store's executor, when the action arrives.
-    guard !box.isCancelled, !self.shutDown else { return }
+    guard !box.isCancelled || !self.checksDelivery, !self.shutDown else { return }
     self.scheduler.lifetime = box.lifetime
     self.process(action, origin: .effect)
     _ = self.scheduler.submit()

@@ -1,0 +1,134 @@
+extension Reducer {
+  /// Runs an element reducer on the element an action names, before this reducer.
+  ///
+  /// ```swift
+  /// enum Action {
+  ///   case rows(id: Row.State.ID, action: Row.Action)
+  ///   var rows: (id: Row.State.ID, action: Row.Action)? {
+  ///     get { if case .rows(let id, let action) = self { (id, action) } else { nil } }
+  ///     set { if let newValue { self = .rows(id: newValue.id, action: newValue.action) } }
+  ///   }
+  /// }
+  ///
+  /// var body: some Reducer<State, Action> {
+  ///   Reduce { state, action in ... }
+  ///     .forEach(\.rows, action: \.rows) { Row() }
+  /// }
+  /// ```
+  ///
+  /// - An action for an id that is not in the collection is reported and ignored by the element
+  ///   reducer.
+  /// - Each element's effects are cancelled when it is removed.
+  public func forEach<ElementState: Identifiable, ElementAction: Sendable, Element: Reducer>(
+    _ state: WritableKeyPath<State, IdentifiedArrayOf<ElementState>>,
+    action: WritableKeyPath<Action, (id: ElementState.ID, action: ElementAction)?>,
+    @ReducerBuilder<ElementState, ElementAction> element: () -> Element,
+    fileID: StaticString = #fileID,
+    filePath: StaticString = #filePath,
+    line: UInt = #line,
+    column: UInt = #column
+  ) -> ForEachReducer<Self, Element>
+  where
+    Element.State == ElementState, Element.Action == ElementAction,
+    ElementState.ID: Sendable
+  {
+    let path = SendableKeyPath(action)
+    return ForEachReducer(
+      parent: self,
+      element: element(),
+      state: state,
+      action: AnyCasePath(
+        embed: { pair in
+          // NB: only the extracted embedding (with a template) is used; see `ForEachReducer`.
+          preconditionFailure("Not API: \(pair)")
+        },
+        extract: { $0[keyPath: path.value].map { ($0.id, $0.action) } }
+      ),
+      embed: { template, id, elementAction in
+        var parent = template
+        parent[keyPath: path.value] = (id, elementAction)
+        return parent
+      },
+      location: SourceLocation(fileID: fileID, filePath: filePath, line: line, column: column)
+    )
+  }
+
+  /// ``forEach(_:action:element:fileID:filePath:line:column:)`` with a case path for the
+  /// `(id, action)` pair.
+  public func forEach<ElementState: Identifiable, ElementAction: Sendable, Element: Reducer>(
+    _ state: WritableKeyPath<State, IdentifiedArrayOf<ElementState>>,
+    action: AnyCasePath<Action, (ElementState.ID, ElementAction)>,
+    @ReducerBuilder<ElementState, ElementAction> element: () -> Element,
+    fileID: StaticString = #fileID,
+    filePath: StaticString = #filePath,
+    line: UInt = #line,
+    column: UInt = #column
+  ) -> ForEachReducer<Self, Element>
+  where
+    Element.State == ElementState, Element.Action == ElementAction,
+    ElementState.ID: Sendable
+  {
+    ForEachReducer(
+      parent: self,
+      element: element(),
+      state: state,
+      action: action,
+      embed: { _, id, elementAction in action.embed((id, elementAction)) },
+      location: SourceLocation(fileID: fileID, filePath: filePath, line: line, column: column)
+    )
+  }
+}
+
+/// The reducer ``Reducer/forEach(_:action:element:fileID:filePath:line:column:)`` returns.
+public struct ForEachReducer<Parent: Reducer, Element: Reducer>: Reducer
+where Element.State: Identifiable, Element.State.ID: Sendable {
+  typealias ElementID = Element.State.ID
+
+  let parent: Parent
+  let element: Element
+  let state: WritableKeyPath<Parent.State, IdentifiedArrayOf<Element.State>>
+  let action: AnyCasePath<Parent.Action, (ElementID, Element.Action)>
+  let embed: @Sendable (Parent.Action, ElementID, Element.Action) -> Parent.Action
+  let location: SourceLocation
+
+  public func reduce(into state: inout Parent.State, action: Parent.Action) -> Effect<Parent.Action> {
+    let path = "\(self.state)"
+    var elementEffect = Effect<Parent.Action>.none
+    if let (id, elementAction) = self.action.extract(from: action) {
+      if state[keyPath: self.state][id: id] != nil {
+        let embed = self.embed
+        elementEffect = self.element
+          .reduce(into: &state[keyPath: self.state][id: id]!, action: elementAction)
+          .map { embed(action, id, $0) }
+          .cancellable(id: ElementCancelID(path: path, id: id))
+      } else {
+        self.location.report(
+          """
+          A 'forEach' received an action for an element that is not in the collection.
+
+            Id: \(id)
+            Action: \(debugDescription(of: elementAction))
+
+          The element reducer did not run. This usually means the action was sent after the \
+          element was removed: its effects are cancelled on removal, so look for something else \
+          sending to it.
+          """
+        )
+      }
+    }
+    let idsBefore = state[keyPath: self.state].ids
+    let parentEffect = self.parent.reduce(into: &state, action: action)
+    let idsAfter = state[keyPath: self.state].ids
+    guard idsBefore != idsAfter else {
+      return .merge(elementEffect, parentEffect)
+    }
+    let remaining = Set(idsAfter)
+    let removed = idsBefore.filter { !remaining.contains($0) }
+    guard !removed.isEmpty else { return .merge(elementEffect, parentEffect) }
+    return .merge(
+      elementEffect,
+      parentEffect,
+      .cancel(ids: removed.map { ElementCancelID(path: path, id: $0) })
+    )
+  }
+}

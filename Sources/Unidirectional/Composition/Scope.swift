@@ -1,0 +1,57 @@
+/// Runs a child reducer on part of the parent's state, for the parent actions that carry a
+/// child action.
+///
+/// ```swift
+/// var body: some Reducer<State, Action> {
+///   Scope(state: \.counter, action: \.counter) {
+///     Counter()
+///   }
+///   Reduce { state, action in ... }   // the parent's own logic, after the child's
+/// }
+/// ```
+///
+/// The action path is an optional property of the parent action, the "pullback" shape:
+///
+/// ```swift
+/// enum Action {
+///   case counter(Counter.Action)
+///   var counter: Counter.Action? {
+///     get { if case .counter(let action) = self { action } else { nil } }
+///     set { if let newValue { self = .counter(newValue) } }
+///   }
+/// }
+/// ```
+///
+/// The child's effects are mapped back into parent actions; all of them are kept.
+public struct Scope<ParentState, ParentAction: Sendable, Child: Reducer>: Reducer {
+  private let state: WritableKeyPath<ParentState, Child.State>
+  private let action: ActionEmbedding<ParentAction, Child.Action>
+  private let child: Child
+
+  /// Scopes with an optional action property of the parent action.
+  public init(
+    state: WritableKeyPath<ParentState, Child.State>,
+    action: WritableKeyPath<ParentAction, Child.Action?>,
+    @ReducerBuilder<Child.State, Child.Action> child: () -> Child
+  ) {
+    self.state = state
+    self.action = ActionEmbedding(action)
+    self.child = child()
+  }
+
+  /// Scopes with a case path built from `embed` and `extract` closures.
+  public init(
+    state: WritableKeyPath<ParentState, Child.State>,
+    action: AnyCasePath<ParentAction, Child.Action>,
+    @ReducerBuilder<Child.State, Child.Action> child: () -> Child
+  ) {
+    self.state = state
+    self.action = ActionEmbedding(action)
+    self.child = child()
+  }
+
+  public func reduce(into state: inout ParentState, action: ParentAction) -> Effect<ParentAction> {
+    guard let (childAction, embed) = self.action.extract(action) else { return .none }
+    return self.child.reduce(into: &state[keyPath: self.state], action: childAction).map(embed)
+  }
+}
