@@ -29,22 +29,22 @@ public struct Scope<ParentState, ParentAction: Sendable, Child: Reducer>: Reduce
   private let child: Child
 
   /// Scopes with an optional action property of the parent action.
-  public init(
-    state: WritableKeyPath<ParentState, Child.State>,
-    action: WritableKeyPath<ParentAction, Child.Action?>,
-    @ReducerBuilder<Child.State, Child.Action> child: () -> Child
-  ) {
+  public init<ChildState, ChildAction>(
+    state: WritableKeyPath<ParentState, ChildState>,
+    action: WritableKeyPath<ParentAction, ChildAction?>,
+    @ReducerBuilder<ChildState, ChildAction> child: () -> Child
+  ) where ChildState == Child.State, ChildAction == Child.Action {
     self.state = state
     self.action = ActionEmbedding(action)
     self.child = child()
   }
 
   /// Scopes with a case path built from `embed` and `extract` closures.
-  public init(
-    state: WritableKeyPath<ParentState, Child.State>,
-    action: AnyCasePath<ParentAction, Child.Action>,
-    @ReducerBuilder<Child.State, Child.Action> child: () -> Child
-  ) {
+  public init<ChildState, ChildAction>(
+    state: WritableKeyPath<ParentState, ChildState>,
+    action: AnyCasePath<ParentAction, ChildAction>,
+    @ReducerBuilder<ChildState, ChildAction> child: () -> Child
+  ) where ChildState == Child.State, ChildAction == Child.Action {
     self.state = state
     self.action = ActionEmbedding(action)
     self.child = child()

@@ -127,7 +127,13 @@ private struct Dumper {
   }
 
   private static func typeName(of value: Any) -> String {
-    let qualified = _typeName(type(of: value), qualified: true)
+    var qualified = _typeName(type(of: value), qualified: true)
+    // Private and local types carry an "(unknown context at $…)." component; drop it.
+    while let start = qualified.firstRange(of: "(unknown context at "),
+      let end = qualified[start.upperBound...].firstRange(of: ").")
+    {
+      qualified.removeSubrange(start.lowerBound..<end.upperBound)
+    }
     // Drop the module name, keep the nesting: `Counter.State`, not `App.Counter.State`.
     guard let dot = qualified.firstIndex(of: ".") else { return qualified }
     return String(qualified[qualified.index(after: dot)...])
@@ -179,8 +185,9 @@ package func diffDumps(_ expected: String, _ actual: String) -> String? {
     var end = index
     while end < edits.count, case .same = edits[end] { end += 1 }
     let run = end - index
-    let keepBefore = index == 0 ? 0 : context
-    let keepAfter = end == edits.count ? 0 : context
+    // The first and last lines (the root's type and its closing bracket) always show.
+    let keepBefore = index == 0 ? 1 : context
+    let keepAfter = end == edits.count ? 1 : context
     if run > keepBefore + keepAfter + 1 {
       for offset in 0..<keepBefore { lines.append("  " + edits[index + offset].text) }
       lines.append("  … (\(run - keepBefore - keepAfter) unchanged)")
