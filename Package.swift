@@ -8,10 +8,23 @@ let package = Package(
   products: [
     .library(name: "Unidirectional", targets: ["Unidirectional"]),
     .library(name: "UnidirectionalTesting", targets: ["UnidirectionalTesting"]),
+    .executable(name: "nth-prime", targets: ["NthPrime"]),
+    .executable(name: "effects-basics", targets: ["EffectsBasics"]),
   ],
   targets: [
     .target(name: "Unidirectional"),
     .target(name: "UnidirectionalTesting", dependencies: ["Unidirectional"]),
+    .target(name: "ExampleFeatures", dependencies: ["Unidirectional"], path: "Sources/Examples/ExampleFeatures"),
+    .executableTarget(
+      name: "NthPrime",
+      dependencies: ["ExampleFeatures", "Unidirectional"],
+      path: "Sources/Examples/NthPrime"
+    ),
+    .executableTarget(
+      name: "EffectsBasics",
+      dependencies: ["ExampleFeatures", "Unidirectional"],
+      path: "Sources/Examples/EffectsBasics"
+    ),
     .target(name: "CMallocStats"),
     .executableTarget(
       name: "Benchmarks",
@@ -25,6 +38,10 @@ let package = Package(
     .testTarget(
       name: "UnidirectionalTestingTests",
       dependencies: ["Unidirectional", "UnidirectionalTesting"]
+    ),
+    .testTarget(
+      name: "ExamplesTests",
+      dependencies: ["ExampleFeatures", "NthPrime", "EffectsBasics", "Unidirectional", "UnidirectionalTesting"]
     ),
   ],
   swiftLanguageModes: [.v6]

@@ -10,7 +10,7 @@
 /// }
 /// enum APIClientKey: DependencyKey {
 ///   static let liveValue = APIClient(fetch: { id in try await download(id) })
-///   static let testValue = APIClient(fetch: { _ in unimplemented("APIClient.fetch") })
+///   static let testValue = APIClient(fetch: { _ in try unimplemented("APIClient.fetch") })
 /// }
 /// extension DependencyValues {
 ///   var apiClient: APIClient {

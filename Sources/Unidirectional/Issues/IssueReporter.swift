@@ -108,8 +108,11 @@ public func withIssueReporter<R>(
   try IssueReporter.$current.withValue(reporter, operation: operation)
 }
 
-/// Reports an issue to the reporter in force for the current task.
-package func reportIssue(
+/// Reports an issue to the reporter in force for the current task: a test failure while a test
+/// runs, otherwise one line on standard error.
+///
+/// Use it in dependency doubles and for misuse your own code detects.
+public func reportIssue(
   _ message: String,
   fileID: String = #fileID,
   filePath: String = #filePath,
@@ -146,4 +149,38 @@ package enum TestFrameworkLink {
     guard let bridge = self.bridge else { return false }
     return bridge.record(issue)
   }
+}
+
+/// Thrown by ``unimplemented(_:fileID:filePath:line:column:)`` after it reported the call.
+public struct UnimplementedError: Error, CustomStringConvertible {
+  /// The name of what was called.
+  public var name: String
+
+  public var description: String {
+    "'\(self.name)' is unimplemented"
+  }
+}
+
+/// Reports that an unimplemented endpoint was called, then throws ``UnimplementedError``.
+///
+/// The building block of `testValue`s that prove what a flow does not use:
+///
+/// ```swift
+/// static let testValue = APIClient(fetch: { _ in try unimplemented("APIClient.fetch") })
+/// ```
+public func unimplemented(
+  _ name: String,
+  fileID: String = #fileID,
+  filePath: String = #filePath,
+  line: Int = #line,
+  column: Int = #column
+) throws -> Never {
+  reportIssue(
+    "Unimplemented: '\(name)' was called.",
+    fileID: fileID,
+    filePath: filePath,
+    line: line,
+    column: column
+  )
+  throw UnimplementedError(name: name)
 }
