@@ -18,5 +18,8 @@ while let argument = arguments.popFirst() {
   }
 }
 print("Unidirectional benchmarks: median and min ns/op of \(harness.samples) samples; floors measured in the same run")
-await harness.run(storeBenchmarks() + cancellationBenchmarks() + clockBenchmarks())
+await harness.run(
+  storeBenchmarks() + cancellationBenchmarks() + clockBenchmarks() + compositionBenchmarks()
+    + testStoreBenchmarks()
+)
 await memoryFigures(filter: harness.filter)

@@ -1,8 +1,8 @@
-#include "CMallocStats.h"
-
-#if defined(__GLIBC__)
+#if defined(__linux__)
 #include <malloc.h>
 #endif
+
+#include "CMallocStats.h"
 
 size_t cmallocstats_allocated_bytes(void) {
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))

@@ -13,8 +13,8 @@
 /// }
 /// ```
 public struct AnyCasePath<Root, Value>: Sendable {
-  private let _embed: @Sendable (Value) -> Root
-  private let _extract: @Sendable (Root) -> Value?
+  @usableFromInline let _embed: @Sendable (Value) -> Root
+  @usableFromInline let _extract: @Sendable (Root) -> Value?
 
   /// Creates a case path from its two directions.
   public init(
@@ -26,45 +26,65 @@ public struct AnyCasePath<Root, Value>: Sendable {
   }
 
   /// The root holding `value` in this case.
+  @inlinable
   public func embed(_ value: Value) -> Root {
     self._embed(value)
   }
 
   /// The value, when `root` is in this case.
+  @inlinable
   public func extract(from root: Root) -> Value? {
     self._extract(root)
   }
 }
 
 /// How a parent action carries a child action: extracts it, and embeds child actions (from the
-/// child's effects, or sent to a scoped store) back into parent actions.
+/// child's effects) back into parent actions, using the parent action they answer as template.
+///
+/// Extracting allocates nothing; an embedding closure is built only for effects that exist.
+@usableFromInline
 struct ActionEmbedding<Parent: Sendable, Child: Sendable>: Sendable {
-  /// The child action inside `parent`, with a function that embeds others the same way.
-  let extract: @Sendable (Parent) -> (child: Child, embed: @Sendable (Child) -> Parent)?
-  /// Embeds without a parent action at hand (`nil` for a key path: it needs one to write into).
-  let embedWithoutTemplate: (@Sendable (Child) -> Parent)?
-
-  init(_ casePath: AnyCasePath<Parent, Child>) {
-    self.extract = { parent in
-      casePath.extract(from: parent).map { ($0, { casePath.embed($0) }) }
-    }
-    self.embedWithoutTemplate = { casePath.embed($0) }
+  @usableFromInline
+  enum Path: Sendable {
+    case keyPath(SendableKeyPath<Parent, Child?>)
+    case casePath(AnyCasePath<Parent, Child>)
   }
 
+  @usableFromInline let path: Path
+
+  @inlinable
+  init(_ casePath: AnyCasePath<Parent, Child>) {
+    self.path = .casePath(casePath)
+  }
+
+  @inlinable
   init(_ keyPath: WritableKeyPath<Parent, Child?>) {
-    let keyPath = SendableKeyPath(keyPath)
-    self.extract = { parent in
-      guard let child = parent[keyPath: keyPath.value] else { return nil }
-      return (
-        child,
-        { child in
-          var parent = parent
-          parent[keyPath: keyPath.value] = child
-          return parent
-        }
-      )
+    self.path = .keyPath(SendableKeyPath(keyPath))
+  }
+
+  /// The child action inside `parent`, if any.
+  @inlinable
+  func extract(_ parent: Parent) -> Child? {
+    switch self.path {
+    case .keyPath(let keyPath): return parent[keyPath: keyPath.value]
+    case .casePath(let casePath): return casePath.extract(from: parent)
     }
-    self.embedWithoutTemplate = nil
+  }
+
+  /// Maps a child effect into the parent's actions, writing into `template` for a key path.
+  @inlinable
+  func embed(_ effect: Effect<Child>, template: Parent) -> Effect<Parent> {
+    if case .none = effect.operation { return .none }
+    switch self.path {
+    case .keyPath(let keyPath):
+      return effect.map { child in
+        var parent = template
+        parent[keyPath: keyPath.value] = child
+        return parent
+      }
+    case .casePath(let casePath):
+      return effect.map { casePath.embed($0) }
+    }
   }
 }
 
@@ -73,9 +93,11 @@ struct ActionEmbedding<Parent: Sendable, Child: Sendable>: Sendable {
 /// Safety: a key path is an immutable value; the ones this library receives are built from
 /// stored and computed properties (the action key paths of `Scope`, `ifLet`, `forEach` and
 /// `scope`) and capture no mutable state, so reading through one from any thread is safe.
+@usableFromInline
 struct SendableKeyPath<Root, Value>: @unchecked Sendable {
-  let value: WritableKeyPath<Root, Value>
+  @usableFromInline let value: WritableKeyPath<Root, Value>
 
+  @inlinable
   init(_ value: WritableKeyPath<Root, Value>) {
     self.value = value
   }

@@ -92,7 +92,7 @@ where Element.State: Identifiable, Element.State.ID: Sendable {
   let location: SourceLocation
 
   public func reduce(into state: inout Parent.State, action: Parent.Action) -> Effect<Parent.Action> {
-    let path = "\(self.state)"
+    let path = KeyPathID(self.state)
     var elementEffect = Effect<Parent.Action>.none
     if let (id, elementAction) = self.action.extract(from: action) {
       if state[keyPath: self.state][id: id] != nil {

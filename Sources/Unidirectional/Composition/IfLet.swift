@@ -60,13 +60,12 @@ public struct IfLetReducer<Parent: Reducer, Child: Reducer>: Reducer {
   let location: SourceLocation
 
   public func reduce(into state: inout Parent.State, action: Parent.Action) -> Effect<Parent.Action> {
-    let id = ChildCancelID(path: "\(self.state)")
+    let id = ChildCancelID(path: KeyPathID(self.state))
     var childEffect = Effect<Parent.Action>.none
-    if let (childAction, embed) = self.action.extract(action) {
+    if let childAction = self.action.extract(action) {
       if state[keyPath: self.state] != nil {
-        childEffect = self.child.reduce(into: &state[keyPath: self.state]!, action: childAction)
-          .map(embed)
-          .cancellable(id: id)
+        let effect = self.child.reduce(into: &state[keyPath: self.state]!, action: childAction)
+        childEffect = self.action.embed(effect, template: action).cancellable(id: id)
       } else {
         self.location.report(
           """
@@ -92,12 +91,24 @@ public struct IfLetReducer<Parent: Reducer, Child: Reducer>: Reducer {
 
 /// The cancellation id of a child's effects: its state path, and for `forEach` its element id.
 struct ChildCancelID: Hashable, Sendable {
-  let path: String
+  let path: KeyPathID
 }
 
 struct ElementCancelID<ID: Hashable & Sendable>: Hashable, Sendable {
-  let path: String
+  let path: KeyPathID
   let id: ID
+}
+
+/// A key path as part of a cancellation id (equal key paths name the same child).
+///
+/// Safety: key paths are immutable values (see ``SendableKeyPath``); this one is only hashed
+/// and compared.
+struct KeyPathID: Hashable, @unchecked Sendable {
+  let keyPath: AnyKeyPath
+
+  init(_ keyPath: AnyKeyPath) {
+    self.keyPath = keyPath
+  }
 }
 
 extension SourceLocation {

@@ -24,11 +24,12 @@
 ///
 /// The child's effects are mapped back into parent actions; all of them are kept.
 public struct Scope<ParentState, ParentAction: Sendable, Child: Reducer>: Reducer {
-  private let state: WritableKeyPath<ParentState, Child.State>
-  private let action: ActionEmbedding<ParentAction, Child.Action>
-  private let child: Child
+  @usableFromInline let state: WritableKeyPath<ParentState, Child.State>
+  @usableFromInline let action: ActionEmbedding<ParentAction, Child.Action>
+  @usableFromInline let child: Child
 
   /// Scopes with an optional action property of the parent action.
+  @inlinable
   public init<ChildState, ChildAction>(
     state: WritableKeyPath<ParentState, ChildState>,
     action: WritableKeyPath<ParentAction, ChildAction?>,
@@ -40,6 +41,7 @@ public struct Scope<ParentState, ParentAction: Sendable, Child: Reducer>: Reduce
   }
 
   /// Scopes with a case path built from `embed` and `extract` closures.
+  @inlinable
   public init<ChildState, ChildAction>(
     state: WritableKeyPath<ParentState, ChildState>,
     action: AnyCasePath<ParentAction, ChildAction>,
@@ -50,8 +52,10 @@ public struct Scope<ParentState, ParentAction: Sendable, Child: Reducer>: Reduce
     self.child = child()
   }
 
+  @inlinable
   public func reduce(into state: inout ParentState, action: ParentAction) -> Effect<ParentAction> {
-    guard let (childAction, embed) = self.action.extract(action) else { return .none }
-    return self.child.reduce(into: &state[keyPath: self.state], action: childAction).map(embed)
+    guard let childAction = self.action.extract(action) else { return .none }
+    let effect = self.child.reduce(into: &state[keyPath: self.state], action: childAction)
+    return self.action.embed(effect, template: action)
   }
 }

@@ -1,0 +1,98 @@
+import Unidirectional
+import UnidirectionalTesting
+
+func compositionBenchmarks() -> [Benchmark] {
+  let root = Store(initialState: Nested.state(depth: 0)) { Nested(depth: 0) }
+  var benchmarks: [Benchmark] = []
+  for depth in [1, 5, 10] {
+    let store = Store(initialState: Nested.state(depth: depth)) { Nested(depth: depth) }
+    let action = Nested.action(depth: depth)
+    benchmarks.append(
+      Benchmark(
+        name: "send through \(depth) level\(depth == 1 ? "" : "s") of Scope",
+        floorName: "unscoped store.send (target is per level)",
+        operations: 100_000,
+        target: 1.5 * Double(depth),
+        run: {
+          for _ in 0..<100_000 { await store.send(action) }
+        },
+        floor: {
+          for _ in 0..<100_000 { await root.send(.increment) }
+        }
+      )
+    )
+  }
+  let parent = Store(initialState: Nested.state(depth: 1)) { Nested(depth: 1) }
+  let scoped = parent.scope(state: \.child, action: Nested.Action.child)
+  benchmarks.append(
+    Benchmark(
+      name: "send through a scoped store",
+      floorName: "unscoped store.send",
+      operations: 100_000,
+      target: 1.5,
+      run: {
+        for _ in 0..<100_000 { await scoped.send(.increment) }
+      },
+      floor: {
+        for _ in 0..<100_000 { await root.send(.increment) }
+      }
+    )
+  )
+  return benchmarks
+}
+
+func testStoreBenchmarks() -> [Benchmark] {
+  [
+    Benchmark(
+      name: "TestStore send + receive of a .send effect",
+      floorName: "(absolute target ≤ 20 µs per step)",
+      operations: 1_000,
+      target: nil,
+      run: {
+        let store = TestStore(initialState: 0) {
+          Reduce<Int, Bool> { state, isResponse in
+            state += 1
+            return isResponse ? .none : .send(true)
+          }
+        }
+        var expected = 0
+        for _ in 0..<1_000 {
+          expected += 1
+          await store.send(false) { [expected] in $0 = expected }
+          expected += 1
+          await store.receive(where: { $0 }) { [expected] in $0 = expected }
+        }
+      },
+      floor: nil
+    ),
+    Benchmark(
+      name: "TestStore send + advance + receive of a .run",
+      floorName: "(absolute target ≤ 20 µs per step)",
+      operations: 1_000,
+      target: nil,
+      run: {
+        let clock = TestClock()
+        let store = TestStore(initialState: 0) {
+          Reduce<Int, Bool> { state, isResponse in
+            state += 1
+            return isResponse
+              ? .none
+              : .run { send in
+                try await clock.sleep(for: .seconds(1))
+                await send(true)
+              }
+          }
+        }
+        var expected = 0
+        for _ in 0..<1_000 {
+          expected += 1
+          await store.send(false) { [expected] in $0 = expected }
+          await clock.advance(by: .seconds(1))
+          expected += 1
+          await store.receive(where: { $0 }) { [expected] in $0 = expected }
+        }
+      },
+      floor: nil
+    ),
+  ]
+}
