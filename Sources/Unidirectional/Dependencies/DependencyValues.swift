@@ -32,6 +32,12 @@ public struct DependencyValues: Sendable {
   /// Dependencies with nothing overridden, in the live context.
   public init() {}
 
+  /// The dependencies in force for the current task (what a new store inherits).
+  @usableFromInline
+  static func _inherited() -> DependencyValues {
+    DependencyValues.current
+  }
+
   /// The dependencies in force for the current task.
   @TaskLocal package static var current = DependencyValues()
 

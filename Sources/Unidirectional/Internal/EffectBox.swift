@@ -7,6 +7,7 @@ import Synchronization
 /// cancelled, checking on its own executor when the action arrives. It is created and registered
 /// under its cancellation identifiers when the reducer *returns* the effect, so a cancellation
 /// processed before the work starts means the work never runs.
+@usableFromInline
 final class EffectBox: @unchecked Sendable {
   // Safety: `cancelled` is atomic. `keys` and `lifetime` are immutable. Every `var` below is
   // read and written only while the owning `EffectRuntime`'s lock is held.
@@ -16,7 +17,7 @@ final class EffectBox: @unchecked Sendable {
   let keys: [CancelKey]
 
   /// The lifetime (``StoreTask``) this effect belongs to.
-  let lifetime: EffectLifetime
+  @usableFromInline let lifetime: EffectLifetime
 
   /// Where the work is.
   var phase = Phase.pending
@@ -42,7 +43,7 @@ final class EffectBox: @unchecked Sendable {
   }
 
   /// Whether the effect was cancelled; read without the lock at delivery.
-  var isCancelled: Bool {
+  @usableFromInline var isCancelled: Bool {
     self.cancelled.load(ordering: .acquiring)
   }
 
@@ -54,6 +55,7 @@ final class EffectBox: @unchecked Sendable {
 
 /// The effects started by one action sent to a store, and by the actions they sent: what a
 /// ``StoreTask`` refers to.
+@usableFromInline
 final class EffectLifetime: @unchecked Sendable {
   // Safety: every `var` is read and written only while `runtime`'s lock is held.
   let runtime: EffectRuntime

@@ -77,6 +77,7 @@ indirect enum EffectPlan<Action: Sendable>: Sendable {
 }
 
 /// A unit the root task runs as one child: a type-erased plan.
+@usableFromInline
 class EffectJob: @unchecked Sendable {
   // Safety: immutable; subclasses add only immutable, `Sendable` stored properties.
   let priority: TaskPriority?
@@ -125,16 +126,18 @@ final class PlanJob<Action: Sendable>: EffectJob, @unchecked Sendable {
 /// This is where the registration rule lives: every asynchronous unit gets its box (and its
 /// cancellation identifiers) now, while the store is still processing the action, so a
 /// `.cancel(id:)` processed later, even in the same `send`, reaches it before it can start.
+@usableFromInline
 struct EffectScheduler<Action: Sendable> {
-  let runtime: EffectRuntime
+  @usableFromInline let runtime: EffectRuntime
   let deliver: @Sendable (Action, EffectBox) async -> Void
 
   /// The lifetime effects join: the sent action's, created on the first effect.
-  var lifetime: EffectLifetime?
+  @usableFromInline var lifetime: EffectLifetime?
 
   /// Jobs to hand to the root task once the whole `send` has been processed.
-  var jobs: [EffectJob] = []
+  @usableFromInline var jobs: [EffectJob] = []
 
+  @usableFromInline
   init(runtime: EffectRuntime, deliver: @escaping @Sendable (Action, EffectBox) async -> Void) {
     self.runtime = runtime
     self.deliver = deliver
@@ -149,6 +152,7 @@ struct EffectScheduler<Action: Sendable> {
 
   /// Schedules `effect`: synchronous sends go to `enqueue` in order (with a box when they are
   /// cancellable), cancellations happen now, asynchronous work becomes jobs.
+  @usableFromInline
   mutating func schedule(
     _ effect: Effect<Action>,
     keys: [CancelKey] = [],
@@ -236,6 +240,7 @@ struct EffectScheduler<Action: Sendable> {
   }
 
   /// Hands the collected jobs to the root task and returns the lifetime they joined.
+  @inlinable
   mutating func submit() -> EffectLifetime? {
     self.runtime.submit(&self.jobs)
     defer { self.lifetime = nil }

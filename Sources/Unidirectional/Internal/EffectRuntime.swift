@@ -74,6 +74,7 @@
   }
 
   /// Hands jobs to the root task, starting it on first use. Empties `jobs`, keeping capacity.
+  @usableFromInline
   func submit(_ jobs: inout [EffectJob]) {
     guard !jobs.isEmpty else { return }
     self.lock.lock()
@@ -196,6 +197,7 @@
   }
 
   /// Finishes a box whose synchronous work (a cancellable `.send`) was done on the store.
+  @usableFromInline
   func complete(_ box: EffectBox) {
     self.lock.lock()
     let waiters = self.finishLocked(box)
@@ -204,6 +206,7 @@
   }
 
   /// Finishes a box whose work never started (its job was abandoned).
+  @usableFromInline
   func abandon(_ box: EffectBox) {
     self.lock.lock()
     box.markCancelled()

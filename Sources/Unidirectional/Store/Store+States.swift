@@ -94,6 +94,7 @@ final class MappedSubscription<Base: Sendable, State: Sendable>: StateSubscripti
 }
 
 /// Hands each published state to every reader, keeping at most one pending state per reader.
+@usableFromInline
 final class StateBroadcaster<State: Sendable>: @unchecked Sendable {
   // Safety: `subscriberCount` is atomic; every `var` is guarded by `lock`.
   private let lock = Lock()
@@ -108,6 +109,7 @@ final class StateBroadcaster<State: Sendable>: @unchecked Sendable {
   }
 
   /// Read by the store after every action; subscriptions are made on the store too.
+  @usableFromInline
   var hasSubscribers: Bool {
     self.subscriberCount.load(ordering: .relaxed) > 0
   }
@@ -122,6 +124,7 @@ final class StateBroadcaster<State: Sendable>: @unchecked Sendable {
     return BroadcastSubscription(broadcaster: self, id: id)
   }
 
+  @usableFromInline
   func publish(_ state: State) {
     var woken: [UnsafeContinuation<State?, Never>] = []
     self.lock.lock()

@@ -18,12 +18,13 @@
 ///   reducer; the check happens on the store when the action arrives.
 /// - Effect bodies run off the store, concurrently with the reducer.
 public actor Store<State: Sendable, Action: Sendable> {
-  let core: StoreCore<State, Action>
-  private var isAttached = false
-  nonisolated let anchor: ExecutorAnchor
-  private nonisolated let ownedRuntime: EffectRuntime?
+  @usableFromInline let core: StoreCore<State, Action>
+  /// `core` when this is a root store: the per-action path calls it directly, specialized.
+  @usableFromInline let root: RootCore<State, Action>?
+  @usableFromInline nonisolated let anchor: ExecutorAnchor
+  @usableFromInline nonisolated let ownedRuntime: EffectRuntime?
   /// The effect bookkeeping of the root store (shared by its scoped stores).
-  nonisolated let runtime: EffectRuntime
+  @usableFromInline nonisolated let runtime: EffectRuntime
 
   /// The executor of the root store's anchor, which all its scoped stores share.
   public nonisolated var unownedExecutor: UnownedSerialExecutor {
@@ -45,43 +46,51 @@ public actor Store<State: Sendable, Action: Sendable> {
   ///   - reducer: The feature's reducer.
   ///   - prepareDependencies: Overrides dependencies for the reducer and every effect it returns,
   ///     on top of the dependencies in force where the store is created.
+  @inlinable
   public init<R: Reducer<State, Action>>(
     initialState: State,
     @ReducerBuilder<State, Action> reducer: () -> R,
     withDependencies prepareDependencies: ((inout DependencyValues) -> Void)? = nil
   ) {
-    var dependencies = DependencyValues.current
+    var dependencies = DependencyValues._inherited()
     prepareDependencies?(&dependencies)
     self.init(
-      initialState: initialState,
-      reducer: reducer(),
-      configuration: StoreConfiguration(dependencies: dependencies)
+      root: RootCore.make(
+        initialState: initialState,
+        reducer: reducer(),
+        configuration: StoreConfiguration(dependencies: dependencies),
+        observer: nil
+      )
     )
   }
 
   /// Creates a root store with a test or benchmark configuration.
+  @inlinable
   package init<R: Reducer<State, Action>>(
     initialState: State,
     reducer: R,
     configuration: StoreConfiguration,
     observer: (@Sendable (StoreEvent<State, Action>) -> Void)? = nil
   ) {
-    let runtime = EffectRuntime(
-      executorPreference: configuration.executorPreference,
-      reporter: configuration.reporter,
-      dependencies: configuration.dependencies,
-      tracksLifetimes: configuration.recordsOrigins
+    self.init(
+      root: RootCore.make(
+        initialState: initialState,
+        reducer: reducer,
+        configuration: configuration,
+        observer: observer
+      )
     )
+  }
+
+  /// Creates a root store around its core (made, specialized, by the inlinable initializers in
+  /// the feature's module).
+  @usableFromInline
+  init(root: RootCore<State, Action>) {
     self.anchor = ExecutorAnchor()
-    self.ownedRuntime = runtime
-    self.runtime = runtime
-    self.core = RootCore(
-      initialState: initialState,
-      reducer: reducer,
-      runtime: runtime,
-      configuration: configuration,
-      observer: observer
-    )
+    self.ownedRuntime = root.runtime
+    self.runtime = root.runtime
+    self.root = root
+    self.core = root
   }
 
   /// Creates a store that shares its root's executor and effects (``scope(state:action:)``).
@@ -90,6 +99,7 @@ public actor Store<State: Sendable, Action: Sendable> {
     self.ownedRuntime = nil
     self.runtime = core.runtime
     self.core = core
+    self.root = nil
   }
 
   deinit {
@@ -111,6 +121,7 @@ public actor Store<State: Sendable, Action: Sendable> {
   ///
   /// - Parameter action: The action.
   /// - Returns: The lifetime of the effects this action started.
+  @inlinable
   @discardableResult
   public func send(
     _ action: Action,
@@ -119,14 +130,14 @@ public actor Store<State: Sendable, Action: Sendable> {
     line: UInt = #line,
     column: UInt = #column
   ) -> StoreTask {
-    if !self.isAttached {
-      self.isAttached = true
-      self.core.attach(to: self)
+    let location = SourceLocation(fileID: fileID, filePath: filePath, line: line, column: column)
+    guard let root = self.root else {
+      return self.core.send(action, location: location)
     }
-    return self.core.send(
-      action,
-      location: SourceLocation(fileID: fileID, filePath: filePath, line: line, column: column)
-    )
+    if !root.isAttached {
+      root.attach(to: self)
+    }
+    return root.sendBody(action, location)
   }
 
   /// Cancels every effect, waits until all of them have ended, and rejects later actions.
@@ -143,9 +154,11 @@ public actor Store<State: Sendable, Action: Sendable> {
     self.core.isShutDown
   }
 
-  /// Delivers an action from an effect, unless that effect has been cancelled.
+  /// Delivers an action from an effect, unless that effect has been cancelled (only root
+  /// stores receive: effects deliver to the store that owns the runtime).
+  @inlinable
   func receive(_ action: Action, from box: EffectBox) {
-    self.core.receive(action, from: box)
+    self.root?.receiveBody(action, box)
   }
 
   // MARK: - Package hooks
@@ -180,11 +193,20 @@ public actor Store<State: Sendable, Action: Sendable> {
 }
 
 /// The location of a call, as the `#fileID`-style values tools report.
+@usableFromInline
 struct SourceLocation: Sendable {
-  var fileID: StaticString
-  var filePath: StaticString
-  var line: UInt
-  var column: UInt
+  @usableFromInline var fileID: StaticString
+  @usableFromInline var filePath: StaticString
+  @usableFromInline var line: UInt
+  @usableFromInline var column: UInt
+
+  @inlinable
+  init(fileID: StaticString, filePath: StaticString, line: UInt, column: UInt) {
+    self.fileID = fileID
+    self.filePath = filePath
+    self.line = line
+    self.column = column
+  }
 }
 
 /// Not API: the default actor whose executor a root store and its scoped stores share.
@@ -192,26 +214,31 @@ struct SourceLocation: Sendable {
 /// A store implements `unownedExecutor` (so scoped stores can share it), which makes it a
 /// non-default actor; borrowing an anchor's executor keeps the default-actor scheduling, which
 /// also follows a task's executor preference (SE-0417), the property the test store relies on.
-actor ExecutorAnchor {}
+@usableFromInline
+actor ExecutorAnchor {
+  @usableFromInline init() {}
+}
 
 /// How a root store is set up beyond its state and reducer.
+@usableFromInline
 package struct StoreConfiguration: Sendable {
   /// The executor the store's root task, and so every effect, prefers.
   package var executorPreference: (any TaskExecutor)?
   /// Where the store reports issues.
   package var reporter: IssueReporter
   /// The dependencies of the reducer and its effects.
-  package var dependencies: DependencyValues
+  @usableFromInline package var dependencies: DependencyValues
   /// Whether lifetimes record the action that started them (for test diagnostics).
   package var recordsOrigins: Bool
   /// Mutation-testing switch, `false` only in the test proving the oracle can fail: skips the
   /// delivery-time check that drops actions from cancelled effects.
   package var checksDelivery = true
 
+  @usableFromInline
   package init(
     executorPreference: (any TaskExecutor)? = nil,
     reporter: IssueReporter = IssueReporter.current,
-    dependencies: DependencyValues = DependencyValues.current,
+    dependencies: DependencyValues = DependencyValues._inherited(),
     recordsOrigins: Bool = false
   ) {
     self.executorPreference = executorPreference
@@ -222,15 +249,24 @@ package struct StoreConfiguration: Sendable {
 }
 
 /// One action a store processed, reported to a test harness.
+@usableFromInline
 package struct StoreEvent<State, Action> {
-  package typealias Origin = StoreEventOrigin
+  @usableFromInline package typealias Origin = StoreEventOrigin
 
   package let action: Action
   package let state: State
   package let origin: Origin
+
+  @usableFromInline
+  init(action: Action, state: State, origin: Origin) {
+    self.action = action
+    self.state = state
+    self.origin = origin
+  }
 }
 
 /// Where an action a store processed came from.
+@usableFromInline
 package enum StoreEventOrigin: Sendable {
   /// Passed to `Store.send`.
   case send

@@ -2,10 +2,12 @@
 ///
 /// Cores are not `Sendable`: a core is only used on the executor of its root store (which every
 /// scoped store shares), from the isolated methods of the store that owns it.
+@usableFromInline
 class StoreCore<State: Sendable, Action: Sendable> {
   /// The effect bookkeeping of the root store.
-  let runtime: EffectRuntime
+  @usableFromInline let runtime: EffectRuntime
 
+  @usableFromInline
   init(runtime: EffectRuntime) {
     self.runtime = runtime
   }
@@ -20,12 +22,15 @@ class StoreCore<State: Sendable, Action: Sendable> {
 
   /// Tells the core which store owns it, before the first action. A store cannot hand out
   /// `self` from its initializer, so it does this from its first isolated call.
+  @usableFromInline
   func attach(to store: Store<State, Action>) {}
 
+  @usableFromInline
   func send(_ action: Action, location: SourceLocation) -> StoreTask {
     preconditionFailure("Not API: overridden by every core.")
   }
 
+  @usableFromInline
   func receive(_ action: Action, from box: EffectBox) {
     preconditionFailure("Not API: overridden by every core.")
   }
@@ -45,39 +50,52 @@ class StoreCore<State: Sendable, Action: Sendable> {
 }
 
 /// The core of a root store: the state, the reducer, the synchronous queue and the effects.
+///
+/// NB: the per-action path (`send`, `receive`, `process`, `reduce`) is `@inlinable`, so it is
+/// specialized for the feature's `State` and `Action` in the module that creates the store.
+/// Unspecialized, generic code across the module boundary looked up generic metadata on every
+/// action (measured: most of the cost of a `send`).
+@usableFromInline
 final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action> {
-  private var currentState: State
-  private let reducer: (inout State, Action) -> Effect<Action>
-  private let broadcaster = StateBroadcaster<State>()
-  private let reporter: IssueReporter
+  @usableFromInline var currentState: State
+  @usableFromInline let reducer: (inout State, Action) -> Effect<Action>
+  @usableFromInline let broadcaster = StateBroadcaster<State>()
+  let reporter: IssueReporter
   /// Bound around the reducer (and inherited by effects) when they differ from the defaults.
-  private let dependencies: DependencyValues?
-  private let observer: (@Sendable (StoreEvent<State, Action>) -> Void)?
-  private let recordsOrigins: Bool
-  private let checksDelivery: Bool
+  @usableFromInline let dependencies: DependencyValues?
+  @usableFromInline let observer: (@Sendable (StoreEvent<State, Action>) -> Void)?
+  @usableFromInline let recordsOrigins: Bool
+  @usableFromInline let checksDelivery: Bool
 
   /// Actions sent synchronously (`.send`), reduced in order before `send` returns.
-  private var queue: [(Action, EffectBox?)] = []
-  private var queueHead = 0
-  /// `queue.count`, kept as a plain integer so the `.none` path never touches the generic array
-  /// (unspecialized array code looks up its generic metadata on every call).
-  private var queueCount = 0
+  @usableFromInline var queue: [(Action, EffectBox?)] = []
+  @usableFromInline var queueHead = 0
+  /// `queue.count`, kept as a plain integer so the `.none` path never touches the array.
+  @usableFromInline var queueCount = 0
 
-  private var scheduler: EffectScheduler<Action>
-  private var shutDown = false
+  @usableFromInline var scheduler: EffectScheduler<Action>
+  @usableFromInline var shutDown = false
+  /// Whether effects know which store to deliver to (set on the first send).
+  @usableFromInline var isAttached = false
   /// Actions passed to `send` so far (orders effect origins in diagnostics).
-  private var sendCount = 0
-  private var lastSentAction: Action?
+  @usableFromInline var sendCount = 0
+  @usableFromInline var lastSentAction: Action?
+  /// `sendNow(_:location:)` and `receiveNow(_:from:)`, as closures formed where the store was
+  /// created: there they are specialized for the concrete `State` and `Action` (see
+  /// ``installSpecializedPaths()``).
+  @usableFromInline var sendBody: (Action, SourceLocation) -> StoreTask = { _, _ in StoreTask(nil) }
+  @usableFromInline var receiveBody: (Action, EffectBox) -> Void = { _, _ in }
 
-  init<R: Reducer<State, Action>>(
+  @usableFromInline
+  init(
     initialState: State,
-    reducer: R,
+    reducer: @escaping (inout State, Action) -> Effect<Action>,
     runtime: EffectRuntime,
     configuration: StoreConfiguration,
     observer: (@Sendable (StoreEvent<State, Action>) -> Void)?
   ) {
     self.currentState = initialState
-    self.reducer = { state, action in reducer.reduce(into: &state, action: action) }
+    self.reducer = reducer
     self.reporter = configuration.reporter
     self.dependencies =
       configuration.dependencies.isDefault ? nil : configuration.dependencies
@@ -100,8 +118,54 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
     self.lastSentAction
   }
 
+  /// Creates a root core, its runtime, and its specialized per-action closures.
+  @inlinable
+  static func make<R: Reducer<State, Action>>(
+    initialState: State,
+    reducer: R,
+    configuration: StoreConfiguration,
+    observer: (@Sendable (StoreEvent<State, Action>) -> Void)?
+  ) -> RootCore {
+    let root = RootCore(
+      initialState: initialState,
+      reducer: { state, action in reducer.reduce(into: &state, action: action) },
+      runtime: Self.makeRuntime(configuration),
+      configuration: configuration,
+      observer: observer
+    )
+    root.installSpecializedPaths()
+    return root
+  }
+
+  @usableFromInline
+  static func makeRuntime(_ configuration: StoreConfiguration) -> EffectRuntime {
+    EffectRuntime(
+      executorPreference: configuration.executorPreference,
+      reporter: configuration.reporter,
+      dependencies: configuration.dependencies,
+      tracksLifetimes: configuration.recordsOrigins
+    )
+  }
+
+  /// Forms the per-action closures in the caller's (the feature module's) specialized context.
+  ///
+  /// Called by the `@inlinable` store initializers right after creating the core. Actor
+  /// methods are not specialized across modules when called from outside the actor, but
+  /// closures formed in specialized code stay specialized.
+  @inlinable
+  func installSpecializedPaths() {
+    self.sendBody = { [unowned self] action, location in
+      self.sendNow(action, location: location)
+    }
+    self.receiveBody = { [unowned self] action, box in
+      self.receiveNow(action, from: box)
+    }
+  }
+
   /// Sets where effects deliver their actions: the store that owns this core.
+  @inlinable
   override func attach(to store: Store<State, Action>) {
+    self.isAttached = true
     self.scheduler = EffectScheduler(
       runtime: self.runtime,
       deliver: { [weak store] action, box in
@@ -109,7 +173,13 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
       }
     )
   }
+
   override func send(_ action: Action, location: SourceLocation) -> StoreTask {
+    self.sendBody(action, location)
+  }
+
+  @inlinable
+  func sendNow(_ action: Action, location: SourceLocation) -> StoreTask {
     guard !self.shutDown else {
       self.reportSendAfterShutdown(action, location: location)
       return StoreTask(nil)
@@ -123,22 +193,32 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
     self.process(action, origin: .send)
     let lifetime = self.scheduler.submit()
     if self.recordsOrigins, let lifetime {
-      self.runtime.setOrigin(
-        EffectOrigin(
-          sequence: self.sendCount,
-          action: debugDescription(of: action),
-          fileID: "\(location.fileID)",
-          filePath: "\(location.filePath)",
-          line: Int(location.line),
-          column: Int(location.column)
-        ),
-        of: lifetime
-      )
+      self.recordOrigin(of: lifetime, action: action, location: location)
     }
     return StoreTask(lifetime)
   }
 
+  @usableFromInline
+  func recordOrigin(of lifetime: EffectLifetime, action: Action, location: SourceLocation) {
+    self.runtime.setOrigin(
+      EffectOrigin(
+        sequence: self.sendCount,
+        action: debugDescription(of: action),
+        fileID: "\(location.fileID)",
+        filePath: "\(location.filePath)",
+        line: Int(location.line),
+        column: Int(location.column)
+      ),
+      of: lifetime
+    )
+  }
+
   override func receive(_ action: Action, from box: EffectBox) {
+    self.receiveBody(action, box)
+  }
+
+  @inlinable
+  func receiveNow(_ action: Action, from box: EffectBox) {
     // The delivery rule: checked here, on the store's executor, when the action arrives.
     guard !box.isCancelled || !self.checksDelivery, !self.shutDown else { return }
     self.scheduler.lifetime = box.lifetime
@@ -147,7 +227,8 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
   }
 
   /// Reduces `action`, then every action it sent synchronously, iteratively.
-  private func process(_ action: Action, origin: StoreEventOrigin) {
+  @inlinable
+  func process(_ action: Action, origin: StoreEventOrigin) {
     self.reduce(action, origin: origin)
     while self.queueHead < self.queueCount {
       let (next, box) = self.queue[self.queueHead]
@@ -170,12 +251,11 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
     }
   }
 
-  private func reduce(_ action: Action, origin: StoreEventOrigin) {
+  @inlinable
+  func reduce(_ action: Action, origin: StoreEventOrigin) {
     let effect: Effect<Action>
     if let dependencies = self.dependencies {
-      effect = DependencyValues.$current.withValue(dependencies) {
-        self.reducer(&self.currentState, action)
-      }
+      effect = self.reduce(action, with: dependencies)
     } else {
       effect = self.reducer(&self.currentState, action)
     }
@@ -199,6 +279,14 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
     }
   }
 
+  /// Runs the reducer with the store's dependencies bound (and so inherited by its effects).
+  @usableFromInline
+  func reduce(_ action: Action, with dependencies: DependencyValues) -> Effect<Action> {
+    DependencyValues.$current.withValue(dependencies) {
+      self.reducer(&self.currentState, action)
+    }
+  }
+
   override func shutdown() async {
     if !self.shutDown {
       self.shutDown = true
@@ -213,7 +301,8 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
     return self.broadcaster.subscribe(current: self.currentState)
   }
 
-  private func reportSendAfterShutdown(_ action: Action, location: SourceLocation) {
+  @usableFromInline
+  func reportSendAfterShutdown(_ action: Action, location: SourceLocation) {
     self.reporter(
       ReportedIssue(
         """

@@ -14,8 +14,9 @@
 /// Cancelling the task that awaits ``finish()`` cancels the effects too, so tying them to a
 /// request, a connection or a command is `await store.send(.start).finish()` inside that scope.
 public struct StoreTask: Hashable, Sendable {
-  let lifetime: EffectLifetime?
+  @usableFromInline let lifetime: EffectLifetime?
 
+  @usableFromInline
   init(_ lifetime: EffectLifetime?) {
     self.lifetime = lifetime
   }
