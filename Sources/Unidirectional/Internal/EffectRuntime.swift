@@ -14,6 +14,9 @@
   /// Throttle ids: when each last let an effect run (see `Effect.throttle`).
   private var throttles: [CancelKey: ThrottleState] = [:]
   private var liveCount = 0
+  /// Tasks waiting for `liveCount` to reach 0 (graceful shutdown), by token.
+  private var idleWaiters: [Int: UnsafeContinuation<Void, Never>] = [:]
+  private var nextIdleToken = 0
   private var pending: [EffectJob] = []
   private var rootWaiter: UnsafeContinuation<Void, Never>?
   private var phase = Phase.idle
@@ -219,6 +222,11 @@
     if case .finished = box.phase { return [] }
     box.phase = .finished
     self.liveCount -= 1
+    var idle: [UnsafeContinuation<Void, Never>] = []
+    if self.liveCount == 0 && !self.idleWaiters.isEmpty {
+      idle = Array(self.idleWaiters.values)
+      self.idleWaiters = [:]
+    }
     if !box.keys.isEmpty {
       self.registry.remove(box, from: box.keys)
     }
@@ -227,9 +235,9 @@
     if self.tracksLifetimes && lifetime.boxes.isEmpty {
       self.liveLifetimes.removeValue(forKey: ObjectIdentifier(lifetime))
     }
-    guard lifetime.boxes.isEmpty, !lifetime.waiters.isEmpty else { return [] }
+    guard lifetime.boxes.isEmpty, !lifetime.waiters.isEmpty else { return idle }
     defer { lifetime.waiters = [] }
-    return lifetime.waiters
+    return lifetime.waiters + idle
   }
 
   // MARK: - Cancelling
@@ -339,6 +347,29 @@
 
   var isShutDown: Bool {
     self.lock.withLock { self.phase == .shutDown }
+  }
+
+  /// Suspends until no effect is live, or the waiting task is cancelled.
+  func waitUntilIdle() async {
+    let token = self.lock.withLock { () -> Int in
+      defer { self.nextIdleToken += 1 }
+      return self.nextIdleToken
+    }
+    await withTaskCancellationHandler {
+      await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
+        self.lock.lock()
+        if self.liveCount == 0 || Task.isCancelled {
+          self.lock.unlock()
+          continuation.resume()
+        } else {
+          self.idleWaiters[token] = continuation
+          self.lock.unlock()
+        }
+      }
+    } onCancel: {
+      let waiter = self.lock.withLock { self.idleWaiters.removeValue(forKey: token) }
+      waiter?.resume()
+    }
   }
 
   // MARK: - Throttling

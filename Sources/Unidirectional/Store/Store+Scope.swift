@@ -115,6 +115,10 @@ final class ScopedCore<ParentState: Sendable, ParentAction: Sendable, State: Sen
     await self.parent.shutdown()
   }
 
+  override func shutdown(gracePeriod: Duration, clock: (any Clock<Duration>)?) async {
+    await self.parent.shutdown(gracePeriod: gracePeriod, clock: clock)
+  }
+
   override func subscribeToStates() -> StateSubscription<State>? {
     let path = self.statePath
     return self.parent.assumeIsolated { parent in

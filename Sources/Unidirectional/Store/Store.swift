@@ -149,6 +149,21 @@ public actor Store<State: Sendable, Action: Sendable> {
     await self.core.shutdown()
   }
 
+  /// Shuts down gracefully: rejects new actions, lets running effects finish for up to
+  /// `gracePeriod`, then cancels the rest.
+  ///
+  /// The grace period is measured on `clock`, by default the store's `continuousClock`
+  /// dependency (so a ``TestClock`` makes it exact in tests). Actions the finishing effects send
+  /// are still reduced. An effect that ignores cancellation for another `gracePeriod` is
+  /// reported as an issue, and `shutdown` returns instead of hanging on it.
+  ///
+  /// ```swift
+  /// await store.shutdown(gracePeriod: .seconds(5))   // e.g. on SIGTERM
+  /// ```
+  public func shutdown(gracePeriod: Duration, clock: (any Clock<Duration>)? = nil) async {
+    await self.core.shutdown(gracePeriod: gracePeriod, clock: clock)
+  }
+
   /// Whether ``shutdown()`` was called.
   public var isShutDown: Bool {
     self.core.isShutDown

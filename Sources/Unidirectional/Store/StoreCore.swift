@@ -39,6 +39,10 @@ class StoreCore<State: Sendable, Action: Sendable> {
     preconditionFailure("Not API: overridden by every core.")
   }
 
+  func shutdown(gracePeriod: Duration, clock: (any Clock<Duration>)?) async {
+    preconditionFailure("Not API: overridden by every core.")
+  }
+
   func subscribeToStates() -> StateSubscription<State>? {
     preconditionFailure("Not API: overridden by every core.")
   }
@@ -75,6 +79,10 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
 
   @usableFromInline var scheduler: EffectScheduler<Action>
   @usableFromInline var shutDown = false
+  /// Set by a graceful shutdown: sends are rejected while effects finish.
+  @usableFromInline var isClosing = false
+  /// The clock a graceful shutdown measures its grace period on (the store's dependency).
+  let clock: any Clock<Duration>
   /// Whether effects know which store to deliver to (set on the first send).
   @usableFromInline var isAttached = false
   /// Actions passed to `send` so far (orders effect origins in diagnostics).
@@ -101,6 +109,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
       configuration.dependencies.isDefault ? nil : configuration.dependencies
     self.observer = observer
     self.recordsOrigins = configuration.recordsOrigins
+    self.clock = configuration.dependencies.continuousClock
     self.checksDelivery = configuration.checksDelivery
     self.scheduler = EffectScheduler(runtime: runtime, deliver: { _, _ in })
     super.init(runtime: runtime)
@@ -180,7 +189,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
 
   @inlinable
   func sendNow(_ action: Action, location: SourceLocation) -> StoreTask {
-    guard !self.shutDown else {
+    guard !self.shutDown && !self.isClosing else {
       self.reportSendAfterShutdown(action, location: location)
       return StoreTask(nil)
     }
@@ -296,6 +305,49 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
     await root?.value
   }
 
+  override func shutdown(gracePeriod: Duration, clock: (any Clock<Duration>)?) async {
+    guard !self.shutDown else { return }
+    let clock = clock ?? self.clock
+    let runtime = self.runtime
+    // 1. Reject sends; let running effects finish (their actions are still reduced).
+    self.isClosing = true
+    let finishedInTime = await firstToFinish(
+      { await runtime.waitUntilIdle() },
+      orAfter: gracePeriod,
+      on: clock
+    )
+    // 2. Cancel what is left, and stop.
+    self.shutDown = true
+    self.broadcaster.finish()
+    runtime.shutdown()
+    if finishedInTime || runtime.liveEffectCount == 0 { return }
+    // 3. Give cancelled effects the same grace to end; report the ones that ignore it.
+    let ended = await firstToFinish(
+      { await runtime.waitUntilIdle() },
+      orAfter: gracePeriod,
+      on: clock
+    )
+    if !ended {
+      let count = runtime.liveEffectCount
+      self.reporter(
+        ReportedIssue(
+          """
+          \(count == 1 ? "1 effect" : "\(count) effects") ignored cancellation and \
+          \(count == 1 ? "is" : "are") still running after 'shutdown(gracePeriod: \(gracePeriod))'.
+
+          Shutdown returned instead of waiting for \(count == 1 ? "it" : "them"). An effect \
+          should end when its task is cancelled: check 'Task.isCancelled' in loops, and do not \
+          swallow 'CancellationError'.
+          """,
+          fileID: #fileID,
+          filePath: #filePath,
+          line: #line,
+          column: #column
+        )
+      )
+    }
+  }
+
   override func subscribeToStates() -> StateSubscription<State>? {
     guard !self.shutDown else { return nil }
     return self.broadcaster.subscribe(current: self.currentState)
@@ -331,4 +383,26 @@ func debugDescription(of value: Any) -> String {
     return "." + description
   }
   return description
+}
+
+/// Runs `operation` against a sleep of `duration` on `clock`; `true` when `operation` finished
+/// first. The loser is cancelled.
+func firstToFinish(
+  _ operation: @escaping @Sendable () async -> Void,
+  orAfter duration: Duration,
+  on clock: any Clock<Duration>
+) async -> Bool {
+  await withTaskGroup(of: Bool.self) { group in
+    group.addTask {
+      await operation()
+      return !Task.isCancelled
+    }
+    group.addTask {
+      try? await clock.sleep(for: duration)
+      return false
+    }
+    let first = await group.next() ?? false
+    group.cancelAll()
+    return first
+  }
 }

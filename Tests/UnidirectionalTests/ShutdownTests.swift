@@ -1,0 +1,157 @@
+import Testing
+import Unidirectional
+import UnidirectionalTesting
+
+private struct Worker: Reducer {
+  typealias State = [String]
+
+  enum Action: Sendable {
+    case work(seconds: Int)
+    case fail
+    case stubborn
+    case done(String)
+  }
+
+  struct Failure: Error {}
+
+  let clock: TestClock
+  let parked: LockIsolated<UnsafeContinuation<Void, Never>?>
+
+  func reduce(into state: inout [String], action: Action) -> Effect<Action> {
+    switch action {
+    case .work(let seconds):
+      return .run { [clock] send in
+        try await clock.sleep(for: .seconds(seconds))
+        await send(.done("worked \(seconds) s"))
+      }
+    case .fail:
+      return .run { [clock] _ in
+        try await clock.sleep(for: .seconds(1))
+        throw Failure()
+      }
+    case .stubborn:
+      return .run { [parked] send in
+        // Ignores cancellation: waits for a continuation only the test resumes.
+        await withUnsafeContinuation { parked.setValue($0) }
+        await send(.done("stubborn"))
+      }
+    case .done(let text):
+      state.append(text)
+      return .none
+    }
+  }
+}
+
+/// A store on a manual executor, and a way to start `shutdown(gracePeriod:)` on it.
+private struct Harness {
+  let executor = ManualExecutor()
+  let clock = TestClock()
+  let store: Store<[String], Worker.Action>
+  let returned = LockIsolated(false)
+  let parked = LockIsolated<UnsafeContinuation<Void, Never>?>(nil)
+
+  /// Creates the store; it reports its issues to the reporter in force here.
+  init() {
+    self.store = Store(
+      initialState: [],
+      reducer: Worker(clock: self.clock, parked: self.parked),
+      configuration: StoreConfiguration(executorPreference: self.executor)
+    )
+  }
+
+  func send(_ action: Worker.Action) async {
+    await self.executor.perform { [store] in await store.send(action) }
+  }
+
+  func startShutdown(gracePeriod: Duration) {
+    let (store, clock, executor, returned) = (self.store, self.clock, self.executor, self.returned)
+    _ = Task(executorPreference: executor) {
+      await TestExecution.$drainer.withValue(executor) {
+        await store.shutdown(gracePeriod: gracePeriod, clock: clock)
+        returned.setValue(true)
+      }
+    }
+    executor.drainUntilIdle()
+  }
+
+  var state: [String] {
+    get async { await self.executor.perform { [store] in await store.state } }
+  }
+}
+
+@Suite struct GracefulShutdownTests {
+  @Test func anEffectThatFinishesWithinTheGracePeriodIsLetFinish() async {
+    let harness = Harness()
+    await harness.send(.work(seconds: 1))
+    harness.startShutdown(gracePeriod: .seconds(2))
+    #expect(!harness.returned.value)
+    await harness.clock.advance(by: .seconds(1))
+    #expect(harness.returned.value)
+    #expect(await harness.state == ["worked 1 s"])
+    #expect(harness.store.liveEffectCount == 0)
+  }
+
+  @Test func sendsAreRejectedWhileShuttingDown() async {
+    let (harness, issues) = await collectingIssues {
+      let harness = Harness()
+      await harness.send(.work(seconds: 1))
+      harness.startShutdown(gracePeriod: .seconds(2))
+      await harness.send(.done("late"))
+      return harness
+    }
+    #expect(issues.map(\.message).first?.hasPrefix("An action was sent to a store that has been shut down.") == true)
+    await harness.clock.advance(by: .seconds(1))
+    #expect(await harness.state == ["worked 1 s"])
+  }
+
+  @Test func anEffectStillRunningAfterTheGracePeriodIsCancelled() async {
+    let harness = Harness()
+    await harness.send(.work(seconds: 10))
+    harness.startShutdown(gracePeriod: .seconds(2))
+    await harness.clock.advance(by: .seconds(2))
+    #expect(harness.returned.value)
+    #expect(await harness.state == [])
+    #expect(harness.store.liveEffectCount == 0)
+    #expect(harness.clock.sleeperCount == 0)
+  }
+
+  @Test func anEffectThatThrowsIsReportedAndShutdownCompletes() async {
+    let (harness, issues) = await collectingIssues {
+      let harness = Harness()
+      await harness.send(.fail)
+      harness.startShutdown(gracePeriod: .seconds(2))
+      await harness.clock.advance(by: .seconds(1))
+      return harness
+    }
+    #expect(harness.returned.value)
+    #expect(issues.count == 1)
+  }
+
+  @Test func anEffectThatSwallowsCancellationIsReportedInsteadOfHanging() async {
+    let (harness, issues) = await collectingIssues {
+      let harness = Harness()
+      await harness.send(.stubborn)
+      harness.startShutdown(gracePeriod: .seconds(2))
+      await harness.clock.advance(by: .seconds(2))
+      #expect(!harness.returned.value)
+      await harness.clock.advance(by: .seconds(2))
+      return harness
+    }
+    #expect(harness.returned.value)
+    #expect(issues.count == 1)
+    #expect(issues.first?.message.hasPrefix("1 effect ignored cancellation and is still running after 'shutdown(gracePeriod: 2.0 seconds)'.") == true)
+    // Let it end, so no task outlives the test; its late action is dropped.
+    harness.parked.value?.resume()
+    harness.executor.drainUntilIdle()
+    #expect(harness.store.liveEffectCount == 0)
+    #expect(await harness.state == [])
+  }
+
+  @Test func plainShutdownCancelsAtOnce() async {
+    let harness = Harness()
+    await harness.send(.work(seconds: 10))
+    await harness.executor.perform { [store = harness.store] in await store.shutdown() }
+    #expect(harness.store.liveEffectCount == 0)
+    #expect(harness.clock.sleeperCount == 0)
+  }
+}
