@@ -26,6 +26,11 @@ let package = Package(
       path: "Sources/Examples/EffectsBasics"
     ),
     .target(name: "CMallocStats"),
+    .target(name: "CAllocationCounter"),
+    .executableTarget(
+      name: "AllocationGates",
+      dependencies: ["Unidirectional", "CAllocationCounter"]
+    ),
     .executableTarget(
       name: "Benchmarks",
       dependencies: ["Unidirectional", "UnidirectionalTesting", "CMallocStats"],
@@ -33,7 +38,7 @@ let package = Package(
     ),
     .testTarget(
       name: "UnidirectionalTests",
-      dependencies: ["Unidirectional", "UnidirectionalTesting"]
+      dependencies: ["Unidirectional", "UnidirectionalTesting", "CMallocStats"]
     ),
     .testTarget(
       name: "UnidirectionalTestingTests",
@@ -47,7 +52,7 @@ let package = Package(
   swiftLanguageModes: [.v6]
 )
 
-for target in package.targets where target.name != "CMallocStats" {
+for target in package.targets where !target.name.hasPrefix("C") {
   target.swiftSettings = (target.swiftSettings ?? []) + [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("ImmutableWeakCaptures"),

@@ -1,0 +1,149 @@
+// `swift run -c release AllocationGates`: allocation counts per operation, against thresholds.
+//
+// Fails (exit 1) when a figure rises above its threshold, or falls far below it (then the
+// threshold is stale: lower it to the new figure).
+import CAllocationCounter
+import Unidirectional
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+struct Feature: Reducer {
+  struct State: Sendable { var count = 0 }
+  enum Action: Sendable {
+    case increment
+    case silentEffect
+    case burst(Int)
+  }
+
+  func reduce(into state: inout State, action: Action) -> Effect<Action> {
+    switch action {
+    case .increment:
+      state.count &+= 1
+      return .none
+    case .silentEffect:
+      return .run { _ in }
+    case .burst(let count):
+      return .run { send in
+        for _ in 0..<count { await send(.increment) }
+      }
+    }
+  }
+}
+
+struct Gate {
+  var name: String
+  var threshold: Double
+  var measured: Double
+  /// Whether a figure far below the threshold means the threshold is stale (for per-operation
+  /// counts; a leak bound has no floor).
+  var rebaselines = true
+
+  /// Passes within the threshold, and not below half of it (then it should be lowered).
+  var passes: Bool {
+    self.measured <= self.threshold + 0.05
+      && (!self.rebaselines || self.measured >= self.threshold / 2 - 0.5)
+  }
+}
+
+/// Thresholds for the toolchain this was measured on; other versions re-baseline.
+#if compiler(>=6.3)
+let thresholds = (sendNone: 0.0, startEffect: 16.0, perEmittedAction: 1.0, cycleDrift: 5.0)
+#else
+let thresholds = (sendNone: 0.0, startEffect: 20.0, perEmittedAction: 2.0, cycleDrift: 5.0)
+#endif
+
+func allocations() -> Int64 { Int64(allocation_counter_allocations()) }
+func live() -> Int64 { Int64(allocation_counter_allocations() - allocation_counter_frees()) }
+
+@concurrent
+func measure() async -> [Gate] {
+  let store = Store(initialState: Feature.State()) { Feature() }
+  for _ in 0..<1_000 { await store.send(.increment) }
+  await store.send(.silentEffect).finish()
+  await store.send(.burst(100)).finish()
+
+  var start = allocations()
+  for _ in 0..<10_000 { await store.send(.increment) }
+  let sendNone = Double(allocations() - start) / 10_000
+
+  start = allocations()
+  for _ in 0..<1_000 { await store.send(.silentEffect).finish() }
+  let startEffect = Double(allocations() - start) / 1_000
+
+  start = allocations()
+  await store.send(.burst(0)).finish()
+  let emptyBurst = allocations() - start
+  start = allocations()
+  await store.send(.burst(10_000)).finish()
+  let perEmitted = Double(allocations() - start - emptyBurst) / 10_000
+  await store.shutdown()
+
+  func cycle() async {
+    let store = Store(initialState: Feature.State()) { Feature() }
+    await store.send(.increment)
+    await store.send(.burst(1)).finish()
+    await store.shutdown()
+  }
+  for _ in 0..<1_000 { await cycle() }
+  // NB: the runtime's caches (task allocator slabs, metadata) grow now and then; a leak grows
+  // with every cycle. The median of three rounds separates the two.
+  var drifts: [Int64] = []
+  for _ in 0..<3 {
+    let before = live()
+    for _ in 0..<cycleCount { await cycle() }
+    drifts.append(abs(live() - before))
+  }
+  let drift = Double(drifts.sorted()[1])
+
+  // The same with raw primitives: an actor, a call, a task-group child.
+  actor Bare { var count = 0; func increment() { count += 1 } }
+  func floorCycle() async {
+    let bare = Bare()
+    await bare.increment()
+    await withDiscardingTaskGroup { group in group.addTask { await bare.increment() } }
+  }
+  for _ in 0..<1_000 { await floorCycle() }
+  var floorDrifts: [Int64] = []
+  for _ in 0..<3 {
+    let before = live()
+    for _ in 0..<cycleCount { await floorCycle() }
+    floorDrifts.append(abs(live() - before))
+  }
+  print("raw-primitive cycles, net live blocks (runtime noise): \(floorDrifts)")
+  print("store cycles, net live blocks per round: \(drifts)")
+  // The gate: the store's drift beyond the runtime's own noise in the same run.
+  let excess = max(0, drift - Double(floorDrifts.sorted()[1]))
+
+  return [
+    Gate(name: "send returning .none, per action", threshold: thresholds.sendNone, measured: sendNone),
+    Gate(name: "starting one effect (run to its end)", threshold: thresholds.startEffect, measured: startEffect),
+    Gate(name: "each action an effect emits", threshold: thresholds.perEmittedAction, measured: perEmitted),
+    Gate(
+      name: "10,000 create-send-effect-shutdown cycles, net live blocks beyond runtime noise",
+      threshold: thresholds.cycleDrift,
+      measured: excess,
+      rebaselines: false
+    ),
+  ]
+}
+
+guard allocation_counter_enabled() == 1 else {
+  print("AllocationGates: allocation counting is compiled out in this build (sanitizers); skipped")
+  exit(0)
+}
+#if DEBUG
+print("warning: a debug build; run `swift run -c release AllocationGates` for the gated figures")
+#endif
+let cycleCount = CommandLine.arguments.dropFirst().first.flatMap { Int($0) } ?? 10_000
+let gates = await measure()
+var failed = false
+for gate in gates {
+  let verdict = gate.passes ? "ok" : (gate.measured > gate.threshold ? "FAIL (above)" : "FAIL (far below: re-baseline)")
+  print("\(gate.name): \(gate.measured) allocations (threshold \(gate.threshold)) \(verdict)")
+  if !gate.passes { failed = true }
+}
+exit(failed ? 1 : 0)
