@@ -238,3 +238,65 @@ import UnidirectionalTesting
     }
   }
 }
+
+/// Three effects that each feed back three actions: their interleaving is the scheduler's.
+private struct ThreeEffects: Reducer {
+  typealias State = [String]
+  enum Action: Equatable, Sendable {
+    case start
+    case step(Int, Int)
+  }
+
+  func reduce(into state: inout [String], action: Action) -> Effect<Action> {
+    switch action {
+    case .start:
+      return .merge(
+        (0..<3).map { effect in
+          .run { send in
+            for index in 0..<3 { await send(.step(effect, index)) }
+          }
+        }
+      )
+    case .step(let effect, let index):
+      state.append("\(effect).\(index)")
+      return .none
+    }
+  }
+}
+
+@Suite struct TestStoreDeterminism {
+  @Test func aThreeEffectInterleavingHasOneTraceOver200Runs() async {
+    var hashes: Set<Int> = []
+    for _ in 0..<200 {
+      let store = TestStore(initialState: [String]()) { ThreeEffects() }
+      store.exhaustivity = .off
+      await store.send(.start)
+      await store.skipReceivedActions()
+      hashes.insert(store.state.hashValue)
+      #expect(store.state.count == 9)
+    }
+    #expect(hashes.count == 1)
+  }
+
+  @Test func twoTestStoresInParallelNeverSeeEachOther() async {
+    async let first: [Int] = Self.countTicks(times: 3)
+    async let second: [Int] = Self.countTicks(times: 5)
+    let (a, b) = await (first, second)
+    #expect(a == [1, 2, 3])
+    #expect(b == [1, 2, 3, 4, 5])
+  }
+
+  private static func countTicks(times: Int) async -> [Int] {
+    let clock = TestClock()
+    let store = TestStore(initialState: Counter.State()) { Counter(clock: clock) }
+    await store.send(.startTimerTapped) { $0.isTimerRunning = true }
+    var counts: [Int] = []
+    for tick in 1...times {
+      await clock.advance(by: .seconds(1))
+      await store.receive(.timerTick) { $0.count = tick }
+      counts.append(store.state.count)
+    }
+    await store.send(.stopTimerTapped) { $0.isTimerRunning = false }
+    return counts
+  }
+}

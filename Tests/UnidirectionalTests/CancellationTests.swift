@@ -122,6 +122,7 @@ private struct Canceller: Reducer {
       reducer: Canceller(clock: TestClock(), started: started),
       configuration: StoreConfiguration(executorPreference: executor)
     )
+    defer { tearDown(store, on: executor) }
     await executor.perform {
       await store.send(.start("A"))
       await store.send(.cancel("A"))
@@ -184,6 +185,7 @@ private struct Canceller: Reducer {
       reducer: Canceller(clock: clock, started: LockIsolated([])),
       configuration: StoreConfiguration(executorPreference: executor)
     )
+    defer { tearDown(store, on: executor) }
     await executor.perform {
       for index in 0..<100 { await store.send(.sleep("\(index % 10)")) }
     }

@@ -19,7 +19,7 @@ private func onManualExecutor(
   @Test func advancingOneThenFourSecondsDeliversEachTickInOrder() async {
     let clock = TestClock()
     let ticks = LockIsolated<[Duration]>([])
-    let (_, task) = onManualExecutor {
+    let (executor, task) = onManualExecutor {
       for await elapsed in clock.timer(interval: .seconds(1)) {
         ticks.withValue { $0.append(elapsed) }
       }
@@ -29,12 +29,13 @@ private func onManualExecutor(
     await clock.advance(by: .seconds(4))
     #expect(ticks.value == [.seconds(1), .seconds(2), .seconds(3), .seconds(4), .seconds(5)])
     task.cancel()
+    executor.drainUntilIdle()
   }
 
   @Test func aTimerWhoseIntervalShrinksFiresAt1000_950_900_850_800() async {
     let clock = TestClock()
     let fired = LockIsolated<[Duration]>([])
-    let (_, task) = onManualExecutor {
+    let (executor, task) = onManualExecutor {
       var interval = Duration.milliseconds(1_000)
       var last = clock.now
       while (try? await clock.sleep(for: interval)) != nil {
@@ -46,6 +47,7 @@ private func onManualExecutor(
     await clock.advance(by: .milliseconds(1_000 + 950 + 900 + 850 + 800))
     #expect(fired.value == [1_000, 950, 900, 850, 800].map { .milliseconds($0) })
     task.cancel()
+    executor.drainUntilIdle()
   }
 
   @Test func sleepersWakeInDeadlineOrderTiesInSleepOrder() async {
@@ -69,7 +71,7 @@ private func onManualExecutor(
   @Test func aSleepScheduledDuringAnAdvanceWakesWithinIt() async {
     let clock = TestClock()
     let woke = LockIsolated<[Duration]>([])
-    let (_, task) = onManualExecutor {
+    let (executor, task) = onManualExecutor {
       try? await clock.sleep(for: .seconds(1))
       woke.withValue { $0.append(clock.now.offset) }
       try? await clock.sleep(for: .seconds(2))
@@ -82,6 +84,7 @@ private func onManualExecutor(
     #expect(clock.now.offset == .seconds(4))
     #expect(clock.sleeperCount == 1)
     task.cancel()
+    executor.drainUntilIdle()
   }
 
   @Test func cancellingASleeperMidAdvanceRemovesItAtOnce() async {
@@ -122,7 +125,7 @@ private func onManualExecutor(
 
   @Test func runAdvancesUntilNoSleeperRemainsAndReportsATimerThatNeverStops() async {
     let clock = TestClock()
-    let (_, task) = onManualExecutor {
+    let (executor, task) = onManualExecutor {
       for await _ in clock.timer(interval: .seconds(1)) {}
     }
     let (_, issues) = await collectingIssues {
@@ -131,6 +134,7 @@ private func onManualExecutor(
     #expect(issues.count == 1)
     #expect(issues.first?.message.hasPrefix("'TestClock.run()' stopped after 10 deadlines with tasks still sleeping.") == true)
     task.cancel()
+    executor.drainUntilIdle()
 
     let finite = TestClock()
     let done = LockIsolated(false)
@@ -228,6 +232,7 @@ private func onManualExecutor(
       reducer: Search(clock: ImmediateClock(), latest: true),
       configuration: StoreConfiguration(executorPreference: executor)
     )
+    defer { tearDown(store, on: executor) }
     // All 10,000 sends happen before any effect gets to run: each cancels the one before.
     await executor.perform {
       for index in 0..<10_000 { await store.send(.typed("\(index)")) }

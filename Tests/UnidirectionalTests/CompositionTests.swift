@@ -167,6 +167,7 @@ private struct Parent: Reducer {
       reducer: Parent(clock: clock),
       configuration: StoreConfiguration(executorPreference: executor)
     )
+    defer { tearDown(store, on: executor) }
     let child = store.scope(state: \.child, action: Parent.Action.child)
     let task = await executor.perform { await child.send(.startTimer) }
     await executor.perform { await child.send(.increment) }

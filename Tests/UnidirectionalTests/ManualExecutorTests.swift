@@ -42,6 +42,7 @@ struct ManualExecutorTests {
         reducer: Interleaving(),
         configuration: StoreConfiguration(executorPreference: executor)
       )
+      defer { tearDown(store, on: executor) }
       // Only `send` is awaited: the effects finish because the executor is drained to idle.
       await executor.perform { await store.send(.start) }
       #expect(executor.pendingJobCount == 0)
@@ -64,6 +65,7 @@ struct ManualExecutorTests {
       },
       configuration: StoreConfiguration(executorPreference: executor)
     )
+    defer { tearDown(store, on: executor) }
     await executor.perform { await store.send(3) }
     #expect(onExecutor.value == [true, true, true, true])
     #expect(await executor.perform { await store.state } == 6)

@@ -62,17 +62,19 @@ private func drive(senders: Int, perSender: Int, seed: UInt64) async -> Ledger.S
 @Suite struct ReliabilityTests {
   @Test(arguments: [1, 2, 3, 4, 5] as [UInt64])
   func everyActionIsReducedExactlyOnceInPerSenderOrder(seed: UInt64) async {
-    let state = await drive(senders: 8, perSender: 10_000, seed: seed)
-    #expect(state.reduced == 80_000)
+    let perSender = Int(10_000 * stressScale)
+    let state = await drive(senders: 8, perSender: perSender, seed: seed)
+    #expect(state.reduced == 8 * perSender)
     #expect(state.duplicates == 0, "seed \(seed)")
     #expect(state.inversions == 0, "seed \(seed)")
-    #expect(state.next == Array(repeating: 10_000, count: 8), "lost actions, seed \(seed)")
+    #expect(state.next == Array(repeating: perSender, count: 8), "lost actions, seed \(seed)")
   }
 
   @Test func aBurstOfAMillionActionsIsReducedExactlyOnceInBoundedMemory() async {
     let before = Int(cmallocstats_allocated_bytes())
-    let state = await drive(senders: 8, perSender: 125_000, seed: 7)
-    #expect(state.reduced == 1_000_000)
+    let perSender = Int(125_000 * stressScale)
+    let state = await drive(senders: 8, perSender: perSender, seed: 7)
+    #expect(state.reduced == 8 * perSender)
     #expect(state.duplicates == 0 && state.inversions == 0)
     let growth = max(0, state.peakBytes - before)
     print("burst of 1,000,000 actions: peak heap growth \(growth / 1_024) KiB")

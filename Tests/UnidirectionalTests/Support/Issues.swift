@@ -1,4 +1,5 @@
 import Unidirectional
+import UnidirectionalTesting
 
 /// Collects the issues reported inside `operation` instead of failing the test.
 func collectingIssues<R>(
@@ -11,4 +12,11 @@ func collectingIssues<R>(
     try await operation()
   }
   return (result, issues.value)
+}
+
+/// Ends a store that runs on a manual executor: cancels its effects and drains the executor so
+/// every task finishes (a task parked on an undrained executor would never end, and leak).
+func tearDown<State, Action>(_ store: Store<State, Action>, on executor: ManualExecutor) {
+  store.shutDownEffects()
+  executor.drainUntilIdle()
 }
