@@ -49,14 +49,14 @@ struct Harness {
     print("warning: a debug build; run `swift run -c release Benchmarks` for real figures")
     #endif
     print(
-      Self.pad("case", 44), Self.pad("median", 10), Self.pad("min", 10),
+      Self.pad("case", 54), Self.pad("median", 10), Self.pad("min", 10),
       Self.pad("floor", 10), Self.pad("ratio", 7), "target   floor primitive"
     )
     for benchmark in benchmarks {
       if let filter, !benchmark.name.contains(filter) { continue }
       let result = await self.measure(benchmark)
       var line =
-        Self.pad(benchmark.name, 44) + " " + Self.pad(Self.format(result.case.median), 10) + " "
+        Self.pad(benchmark.name, 54) + " " + Self.pad(Self.format(result.case.median), 10) + " "
         + Self.pad(Self.format(result.case.minimum), 10) + " "
       if let floor = result.floor {
         let ratio = result.case.median / floor.median

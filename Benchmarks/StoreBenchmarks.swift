@@ -188,13 +188,13 @@ func memoryFigures(filter: String?) async {
   }
 
   print(
-    Harness.pad("bytes per idle store", 44), Harness.pad(Harness.format(storeBytes, digits: 0), 10),
+    Harness.pad("bytes per idle store", 54), Harness.pad(Harness.format(storeBytes, digits: 0), 10),
     Harness.pad("", 10), Harness.pad(Harness.format(actorBytes, digits: 0), 10),
     Harness.pad(Harness.format(storeBytes / actorBytes, digits: 2) + "x", 7),
     "≤1 KiB   an idle actor"
   )
   print(
-    Harness.pad("bytes per suspended effect", 44),
+    Harness.pad("bytes per suspended effect", 54),
     Harness.pad(Harness.format(effectBytes, digits: 0), 10), Harness.pad("", 10),
     Harness.pad(Harness.format(childBytes, digits: 0), 10),
     Harness.pad(Harness.format(effectBytes / childBytes, digits: 2) + "x", 7),
