@@ -110,34 +110,41 @@ extension Effect {
     column: UInt = #column
   ) -> Self {
     let dependencies = DependencyValues.current
-    let body: @concurrent @Sendable (Send<Action>) async -> Void = { send in
-      await dependencies.bind {
-        do {
-          try await operation(send)
-        } catch is CancellationError {
-          return
-        } catch {
-          if let handler {
-            await handler(error, send)
-          } else if !Task.isCancelled {
-            reportIssue(
-              """
-              An 'Effect.run' threw an error and has no 'catch' handler.
+    let run: @concurrent @Sendable (Send<Action>) async -> Void = { send in
+      do {
+        try await operation(send)
+      } catch is CancellationError {
+        return
+      } catch {
+        if let handler {
+          await handler(error, send)
+        } else if !Task.isCancelled {
+          reportIssue(
+            """
+            An 'Effect.run' threw an error and has no 'catch' handler.
 
-                Error:
-                  \(error)
+              Error:
+                \(error)
 
-              Handle the error with 'catch: { error, send in ... }' or catch it in the body. \
-              Throwing 'CancellationError' ends an effect quietly.
-              """,
-              fileID: "\(fileID)",
-              filePath: "\(filePath)",
-              line: Int(line),
-              column: Int(column)
-            )
-          }
+            Handle the error with 'catch: { error, send in ... }' or catch it in the body. \
+            Throwing 'CancellationError' ends an effect quietly.
+            """,
+            fileID: "\(fileID)",
+            filePath: "\(filePath)",
+            line: Int(line),
+            column: Int(column)
+          )
         }
       }
+    }
+    // NB: binding dependencies costs a frame and a task-local push per effect; skip it when
+    // they are the defaults (the store binds its own around the reducer, which is where
+    // `DependencyValues.current` was read).
+    let body: @concurrent @Sendable (Send<Action>) async -> Void
+    if dependencies.isDefault {
+      body = run
+    } else {
+      body = { send in await dependencies.bind { await run(send) } }
     }
     return Self(operation: .run(RunOperation(priority: priority, body: body)))
   }

@@ -23,40 +23,72 @@ indirect enum EffectPlan<Action: Sendable>: Sendable {
     runtime: EffectRuntime,
     deliver: @escaping @Sendable (Action, EffectBox) async -> Void
   ) async {
+    // NB: each case is its own function, so the frame a suspended effect keeps is only as
+    // large as its own case needs (memory per suspended effect).
     switch self {
     case .run(let box, let run):
-      guard runtime.start(box) else { return }
-      await run.body(Send { action in await deliver(action, box) })
-      await runtime.finish(box)
-
+      await Self.executeRun(box, run, runtime: runtime, deliver: deliver)
     case .send(let box, let action):
-      guard runtime.start(box) else { return }
-      await deliver(action, box)
-      await runtime.finish(box)
-
+      await Self.executeSend(box, action, runtime: runtime, deliver: deliver)
     case .cancel(let keys):
       runtime.cancel(keys)
-
     case .merge(let plans):
-      await withDiscardingTaskGroup { group in
-        for plan in plans {
-          group.addTask(priority: plan.priority) {
-            await plan.execute(runtime: runtime, deliver: deliver)
-          }
+      await Self.executeMerge(plans, runtime: runtime, deliver: deliver)
+    case .concatenate(let plans):
+      await Self.executeConcatenation(plans, runtime: runtime, deliver: deliver)
+    }
+  }
+
+  private static func executeRun(
+    _ box: EffectBox,
+    _ run: RunOperation<Action>,
+    runtime: EffectRuntime,
+    deliver: @escaping @Sendable (Action, EffectBox) async -> Void
+  ) async {
+    guard runtime.start(box) else { return }
+    await run.body(Send { action in await deliver(action, box) })
+    await runtime.finish(box)
+  }
+
+  private static func executeSend(
+    _ box: EffectBox,
+    _ action: Action,
+    runtime: EffectRuntime,
+    deliver: @escaping @Sendable (Action, EffectBox) async -> Void
+  ) async {
+    guard runtime.start(box) else { return }
+    await deliver(action, box)
+    await runtime.finish(box)
+  }
+
+  private static func executeMerge(
+    _ plans: [EffectPlan],
+    runtime: EffectRuntime,
+    deliver: @escaping @Sendable (Action, EffectBox) async -> Void
+  ) async {
+    await withDiscardingTaskGroup { group in
+      for plan in plans {
+        group.addTask(priority: plan.priority) {
+          await plan.execute(runtime: runtime, deliver: deliver)
         }
       }
+    }
+  }
 
-    case .concatenate(let plans):
-      for (index, plan) in plans.enumerated() {
-        if index == plans.count - 1 || !plan.needsOwnTask {
-          await plan.execute(runtime: runtime, deliver: deliver)
-        } else {
-          // NB: cancelling a step cancels the task running it; give it its own task so the
-          // steps after it still run.
-          await withDiscardingTaskGroup { group in
-            group.addTask(priority: plan.priority) {
-              await plan.execute(runtime: runtime, deliver: deliver)
-            }
+  private static func executeConcatenation(
+    _ plans: [EffectPlan],
+    runtime: EffectRuntime,
+    deliver: @escaping @Sendable (Action, EffectBox) async -> Void
+  ) async {
+    for (index, plan) in plans.enumerated() {
+      if index == plans.count - 1 || !plan.needsOwnTask {
+        await plan.execute(runtime: runtime, deliver: deliver)
+      } else {
+        // NB: cancelling a step cancels the task running it; give it its own task so the
+        // steps after it still run.
+        await withDiscardingTaskGroup { group in
+          group.addTask(priority: plan.priority) {
+            await plan.execute(runtime: runtime, deliver: deliver)
           }
         }
       }

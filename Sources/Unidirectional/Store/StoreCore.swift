@@ -63,7 +63,8 @@ class StoreCore<State: Sendable, Action: Sendable> {
 final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action> {
   @usableFromInline var currentState: State
   @usableFromInline let reducer: (inout State, Action) -> Effect<Action>
-  @usableFromInline let broadcaster = StateBroadcaster<State>()
+  /// Created by the first `states` reader (most stores never have one: it saves memory).
+  @usableFromInline var broadcaster: StateBroadcaster<State>?
   let reporter: IssueReporter
   /// Bound around the reducer (and inherited by effects) when they differ from the defaults.
   @usableFromInline let dependencies: DependencyValues?
@@ -268,8 +269,8 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
     } else {
       effect = self.reducer(&self.currentState, action)
     }
-    if self.broadcaster.hasSubscribers {
-      self.broadcaster.publish(self.currentState)
+    if let broadcaster = self.broadcaster, broadcaster.hasSubscribers {
+      broadcaster.publish(self.currentState)
     }
     if let observer = self.observer {
       observer(StoreEvent(action: action, state: self.currentState, origin: origin))
@@ -299,7 +300,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
   override func shutdown() async {
     if !self.shutDown {
       self.shutDown = true
-      self.broadcaster.finish()
+      self.broadcaster?.finish()
     }
     let root = self.runtime.shutdown()
     await root?.value
@@ -318,7 +319,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
     )
     // 2. Cancel what is left, and stop.
     self.shutDown = true
-    self.broadcaster.finish()
+    self.broadcaster?.finish()
     runtime.shutdown()
     if finishedInTime || runtime.liveEffectCount == 0 { return }
     // 3. Give cancelled effects the same grace to end; report the ones that ignore it.
@@ -350,7 +351,14 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
 
   override func subscribeToStates() -> StateSubscription<State>? {
     guard !self.shutDown else { return nil }
-    return self.broadcaster.subscribe(current: self.currentState)
+    let broadcaster: StateBroadcaster<State>
+    if let existing = self.broadcaster {
+      broadcaster = existing
+    } else {
+      broadcaster = StateBroadcaster<State>()
+      self.broadcaster = broadcaster
+    }
+    return broadcaster.subscribe(current: self.currentState)
   }
 
   @usableFromInline
