@@ -107,6 +107,23 @@ func cancellationBenchmarks() -> [Benchmark] {
       }
     ),
     Benchmark(
+      name: "debounce: 10,000 rapid actions, per action",
+      floorName: "store.send of an action returning .none",
+      operations: 10_000,
+      target: nil,
+      run: {
+        let survivors = await debounceBurst()
+        // NB: on the live pool an effect can finish before the next send cancels it; the
+        // manual-executor test (aDebounceOfTenThousandRapidActionsOnAnImmediateClockLeavesOne)
+        // pins "exactly one survives" when no effect runs between sends.
+        _ = survivors
+      },
+      floor: {
+        let store = makeStore()
+        for _ in 0..<10_000 { await store.send(.increment) }
+      }
+    ),
+    Benchmark(
       name: "cancel(id:) of 10 with 10,000 others live",
       floorName: "the same with no other effect live",
       operations: 1_000,
@@ -123,6 +140,22 @@ func cancellationBenchmarks() -> [Benchmark] {
       }
     ),
   ]
+}
+
+/// A debounce of 10,000 rapid actions on an immediate clock, in one task with no suspension
+/// between sends, so each cancels the one before: returns how many effects ran.
+private func debounceBurst() async -> Int {
+  let ran = LockIsolated(0)
+  let store = Store(initialState: 0) {
+    Reduce<Int, Int> { state, action in
+      state = action
+      return .run { _ in ran.withValue { $0 += 1 } }
+        .debounce(id: "burst", for: .milliseconds(300), clock: ImmediateClock())
+    }
+  }
+  for index in 0..<10_000 { await store.send(index) }
+  await store.shutdown()
+  return ran.value
 }
 
 /// 1,000 times: starts 10 effects under id 7, then cancels them by id.

@@ -19,11 +19,32 @@ extension Effect {
       // NB: a debounced `.none` still replaces the pending effect, like any newer one.
       return .cancel(id: id)
     }
-    return .concatenate(
-      .run { _ in try await clock.sleep(for: duration) },
-      self
-    )
-    .cancellable(id: id, cancelInFlight: true)
+    let delayed: Self
+    switch self.operation {
+    case .run(let run):
+      // One task: sleep, then the body (no concatenation machinery for the common case).
+      let body = run.body
+      delayed = Self(
+        operation: .run(
+          RunOperation(priority: run.priority) { send in
+            do {
+              try await clock.sleep(for: duration)
+            } catch {
+              return
+            }
+            await body(send)
+          }
+        )
+      )
+    case .send(let action):
+      delayed = .run { send in
+        try await clock.sleep(for: duration)
+        await send(action)
+      }
+    default:
+      delayed = .concatenate(.run { _ in try await clock.sleep(for: duration) }, self)
+    }
+    return delayed.cancellable(id: id, cancelInFlight: true)
   }
 
   /// Lets this effect run at most once per `interval` for `id`.
