@@ -10,7 +10,8 @@ import Synchronization
 @usableFromInline
 final class EffectBox: @unchecked Sendable {
   // Safety: `cancelled` is atomic. `keys` and `lifetime` are immutable. Every `var` below is
-  // read and written only while the owning `EffectRuntime`'s lock is held.
+  // read and written only while the owning `EffectRuntime`'s lock is held, which also rules out
+  // overlapping accesses (so they skip dynamic exclusivity checks).
   private let cancelled = Atomic<Bool>(false)
 
   /// The identifiers this effect is registered under (outermost first).
@@ -20,14 +21,14 @@ final class EffectBox: @unchecked Sendable {
   @usableFromInline let lifetime: EffectLifetime
 
   /// Where the work is.
-  var phase = Phase.pending
+  @exclusivity(unchecked) var phase = Phase.pending
 
   /// How many threads are between reading `.running(task)` and calling `task.cancel()`; the
   /// task must stay alive until they are done (see `EffectRuntime.finish`).
-  var cancelsInProgress = 0
+  @exclusivity(unchecked) var cancelsInProgress = 0
 
   /// The effect's task, waiting to finish until `cancelsInProgress` drops to zero.
-  var finishWaiter: UnsafeContinuation<Void, Never>?
+  @exclusivity(unchecked) var finishWaiter: UnsafeContinuation<Void, Never>?
 
   enum Phase {
     case pending
@@ -57,20 +58,21 @@ final class EffectBox: @unchecked Sendable {
 /// ``StoreTask`` refers to.
 @usableFromInline
 final class EffectLifetime: @unchecked Sendable {
-  // Safety: every `var` is read and written only while `runtime`'s lock is held.
+  // Safety: every `var` is read and written only while `runtime`'s lock is held, which also
+  // rules out overlapping accesses (so they skip dynamic exclusivity checks).
   let runtime: EffectRuntime
 
   /// The unfinished effects of this lifetime.
-  var boxes: [ObjectIdentifier: EffectBox] = [:]
+  @exclusivity(unchecked) var boxes: [ObjectIdentifier: EffectBox] = [:]
 
   /// Whether ``StoreTask/cancel()`` was called; effects joining later are born cancelled.
-  var isCancelled = false
+  @exclusivity(unchecked) var isCancelled = false
 
   /// Tasks suspended in ``StoreTask/finish()``.
-  var waiters: [UnsafeContinuation<Void, Never>] = []
+  @exclusivity(unchecked) var waiters: [UnsafeContinuation<Void, Never>] = []
 
   /// What started this lifetime, recorded only when the store reports to a test harness.
-  var origin: EffectOrigin?
+  @exclusivity(unchecked) var origin: EffectOrigin?
 
   init(runtime: EffectRuntime) {
     self.runtime = runtime

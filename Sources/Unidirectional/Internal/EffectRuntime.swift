@@ -10,21 +10,22 @@ import Synchronization
 /// All mutable state is guarded by one pthread lock. Nothing here is isolated to the store, so
 /// effects finish, and `StoreTask.cancel()` works, without hopping to it.
 @usableFromInline final class EffectRuntime: @unchecked Sendable {
-  // Safety: every `var` is read and written only while `lock` is held.
+  // Safety: every `var` is read and written only while `lock` is held. The lock also rules out
+  // overlapping accesses, so the fields skip dynamic exclusivity checks.
   private let lock = Lock()
-  private var registry = CancellationRegistry()
+  @exclusivity(unchecked) private var registry = CancellationRegistry()
   /// Throttle ids: when each last let an effect run (see `Effect.throttle`).
-  private var throttles: [CancelKey: ThrottleState] = [:]
-  private var liveCount = 0
+  @exclusivity(unchecked) private var throttles: [CancelKey: ThrottleState] = [:]
+  @exclusivity(unchecked) private var liveCount = 0
   /// Tasks waiting for `liveCount` to reach 0 (graceful shutdown), by token.
-  private var idleWaiters: [Int: UnsafeContinuation<Void, Never>] = [:]
-  private var nextIdleToken = 0
-  private var pending: [EffectJob] = []
-  private var rootWaiter: UnsafeContinuation<Void, Never>?
-  private var phase = Phase.idle
-  private var rootTask: Task<Void, Never>?
+  @exclusivity(unchecked) private var idleWaiters: [Int: UnsafeContinuation<Void, Never>] = [:]
+  @exclusivity(unchecked) private var nextIdleToken = 0
+  @exclusivity(unchecked) private var pending: [EffectJob] = []
+  @exclusivity(unchecked) private var rootWaiter: UnsafeContinuation<Void, Never>?
+  @exclusivity(unchecked) private var phase = Phase.idle
+  @exclusivity(unchecked) private var rootTask: Task<Void, Never>?
   /// Lifetimes with unfinished effects, kept only for test harnesses (`tracksLifetimes`).
-  private var liveLifetimes: [ObjectIdentifier: EffectLifetime] = [:]
+  @exclusivity(unchecked) private var liveLifetimes: [ObjectIdentifier: EffectLifetime] = [:]
   /// Whether `liveLifetimes` is maintained.
   private let tracksLifetimes: Bool
 
@@ -460,9 +461,9 @@ import Synchronization
 final class EffectShard: @unchecked Sendable {
   // Safety: every `var` is read and written only while `lock` is held.
   private let lock = Lock()
-  private var pending: [EffectJob] = []
-  private var waiter: UnsafeContinuation<Void, Never>?
-  private var isSealed = false
+  @exclusivity(unchecked) private var pending: [EffectJob] = []
+  @exclusivity(unchecked) private var waiter: UnsafeContinuation<Void, Never>?
+  @exclusivity(unchecked) private var isSealed = false
 
   func submit(_ job: EffectJob) {
     self.lock.lock()
