@@ -48,63 +48,67 @@ extension Store {
     state: WritableKeyPath<State, ChildState>,
     embed: @escaping @Sendable (ChildAction, Action?) -> Action?
   ) -> Store<ChildState, ChildAction> {
-    Store<ChildState, ChildAction>(
-      anchor: self.anchor,
-      core: ScopedCore(parent: self, state: SendableKeyPath(state), embed: embed)
-    )
+    // Safety: the scoped core references this store's core; both are only used on the executor
+    // the scoped store shares with this one, so handing it to the new store races with nothing.
+    nonisolated(unsafe) let core = self.core.scoped(by: self, state: state, embed: embed)
+    return Store<ChildState, ChildAction>(anchor: self.anchor, core: core)
   }
 }
 
-/// The core of a scoped store: reads through its parent's state and sends to its parent.
+/// The core of a scoped store: reads and sends straight through its root's core.
 ///
-/// It runs on the root's executor (scoped stores share it), so it may use the parent store's
-/// isolated members synchronously with `assumeIsolated`.
-final class ScopedCore<ParentState: Sendable, ParentAction: Sendable, State: Sendable, Action: Sendable>:
+/// A scoped store shares its root's executor, and cores are only used on that executor, so it
+/// calls the root core directly: no hop, no `assumeIsolated`, and the root's specialized send
+/// path. Scoping a scoped store composes the state paths and the embeddings.
+final class ScopedCore<RootState: Sendable, RootAction: Sendable, State: Sendable, Action: Sendable>:
   StoreCore<State, Action>
 {
-  private let parent: Store<ParentState, ParentAction>
-  private let statePath: SendableKeyPath<ParentState, State>
-  private let embed: @Sendable (Action, ParentAction?) -> ParentAction?
+  private let rootStore: Store<RootState, RootAction>
+  private let root: RootCore<RootState, RootAction>
+  private let statePath: SendableKeyPath<RootState, State>
+  /// Embeds a child action into a root action; the argument is the root's template action.
+  private let embed: @Sendable (Action, RootAction?) -> RootAction?
 
   init(
-    parent: Store<ParentState, ParentAction>,
-    state: SendableKeyPath<ParentState, State>,
-    embed: @escaping @Sendable (Action, ParentAction?) -> ParentAction?
+    rootStore: Store<RootState, RootAction>,
+    root: RootCore<RootState, RootAction>,
+    state: SendableKeyPath<RootState, State>,
+    embed: @escaping @Sendable (Action, RootAction?) -> RootAction?
   ) {
-    self.parent = parent
+    self.rootStore = rootStore
+    self.root = root
     self.statePath = state
     self.embed = embed
-    super.init(runtime: parent.runtime)
+    super.init(runtime: root.runtime)
   }
 
   override var state: State {
-    let path = self.statePath
-    return self.parent.assumeIsolated { $0.core.state[keyPath: path.value] }
+    self.root.currentState[keyPath: self.statePath.value]
   }
 
   override var isShutDown: Bool {
-    self.parent.assumeIsolated { $0.core.isShutDown }
+    self.root.isShutDown
   }
 
   override func send(_ action: Action, location: SourceLocation) -> StoreTask {
-    let embed = self.embed
-    return self.parent.assumeIsolated { parent in
-      guard let parentAction = embed(action, parent.core.lastAction) else {
-        location.report(
-          """
-          A store scoped with a key path was sent an action before its root reduced one.
+    guard let rootAction = self.embed(action, self.root.lastSentAction) else {
+      location.report(
+        """
+        A store scoped with a key path was sent an action before its root reduced one.
 
-            Action: \(debugDescription(of: action))
+          Action: \(debugDescription(of: action))
 
-          A key path embeds a child action by writing it into a parent action, and there is \
-          none yet. Scope with an embedding function instead: \
-          'store.scope(state: \\.child, action: ParentAction.child)'.
-          """
-        )
-        return StoreTask(nil)
-      }
-      return parent.sendEmbedded(parentAction, location: location)
+        A key path embeds a child action by writing it into a parent action, and there is \
+        none yet. Scope with an embedding function instead: \
+        'store.scope(state: \\.child, action: ParentAction.child)'.
+        """
+      )
+      return StoreTask(nil)
     }
+    if !self.root.isAttached {
+      self.root.attach(to: self.rootStore)
+    }
+    return self.root.sendBody(rootAction, location)
   }
 
   override func receive(_ action: Action, from box: EffectBox) {
@@ -112,31 +116,34 @@ final class ScopedCore<ParentState: Sendable, ParentAction: Sendable, State: Sen
   }
 
   override func shutdown() async {
-    await self.parent.shutdown()
+    await self.rootStore.shutdown()
   }
 
   override func shutdown(gracePeriod: Duration, clock: (any Clock<Duration>)?) async {
-    await self.parent.shutdown(gracePeriod: gracePeriod, clock: clock)
+    await self.rootStore.shutdown(gracePeriod: gracePeriod, clock: clock)
   }
 
   override func subscribeToStates() -> StateSubscription<State>? {
+    guard let base = self.root.subscribeToStates() else { return nil }
     let path = self.statePath
-    return self.parent.assumeIsolated { parent in
-      guard let base = parent.core.subscribeToStates() else { return nil }
-      return MappedSubscription(base: base) { $0[keyPath: path.value] }
-    }
+    return MappedSubscription(base: base) { $0[keyPath: path.value] }
   }
-}
 
-extension Store {
-  /// Sends an action that a scoped store embedded (already on this store's executor).
-  func sendEmbedded(_ action: Action, location: SourceLocation) -> StoreTask {
-    self.send(
-      action,
-      fileID: location.fileID,
-      filePath: location.filePath,
-      line: location.line,
-      column: location.column
+  override func scoped<ChildState: Sendable, ChildAction: Sendable>(
+    by store: Store<State, Action>,
+    state: WritableKeyPath<State, ChildState>,
+    embed: @escaping @Sendable (ChildAction, Action?) -> Action?
+  ) -> StoreCore<ChildState, ChildAction> {
+    let parentEmbed = self.embed
+    return ScopedCore<RootState, RootAction, ChildState, ChildAction>(
+      rootStore: self.rootStore,
+      root: self.root,
+      state: SendableKeyPath(self.statePath.value.appending(path: state)),
+      embed: { child, rootTemplate in
+        // NB: there is no template at this level: key-path embedding needs a function here.
+        guard let action = embed(child, nil) else { return nil }
+        return parentEmbed(action, rootTemplate)
+      }
     )
   }
 }

@@ -18,7 +18,10 @@
 ///   reducer; the check happens on the store when the action arrives.
 /// - Effect bodies run off the store, concurrently with the reducer.
 public actor Store<State: Sendable, Action: Sendable> {
-  @usableFromInline let core: StoreCore<State, Action>
+  // Safety: an immutable reference, readable anywhere; the core itself is only *used* on this
+  // store's executor (shared by its root and every scoped store). `scope` reads it off the
+  // executor only to hand it to the scoped store's core.
+  @usableFromInline nonisolated(unsafe) let core: StoreCore<State, Action>
   /// `core` when this is a root store: the per-action path calls it directly, specialized.
   @usableFromInline let root: RootCore<State, Action>?
   @usableFromInline nonisolated let anchor: ExecutorAnchor

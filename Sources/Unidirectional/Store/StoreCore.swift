@@ -43,6 +43,15 @@ class StoreCore<State: Sendable, Action: Sendable> {
     preconditionFailure("Not API: overridden by every core.")
   }
 
+  /// The core of a store scoped from the store that owns this core.
+  func scoped<ChildState: Sendable, ChildAction: Sendable>(
+    by store: Store<State, Action>,
+    state: WritableKeyPath<State, ChildState>,
+    embed: @escaping @Sendable (ChildAction, Action?) -> Action?
+  ) -> StoreCore<ChildState, ChildAction> {
+    preconditionFailure("Not API: overridden by every core.")
+  }
+
   func subscribeToStates() -> StateSubscription<State>? {
     preconditionFailure("Not API: overridden by every core.")
   }
@@ -352,6 +361,14 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
         )
       )
     }
+  }
+
+  override func scoped<ChildState: Sendable, ChildAction: Sendable>(
+    by store: Store<State, Action>,
+    state: WritableKeyPath<State, ChildState>,
+    embed: @escaping @Sendable (ChildAction, Action?) -> Action?
+  ) -> StoreCore<ChildState, ChildAction> {
+    ScopedCore(rootStore: store, root: self, state: SendableKeyPath(state), embed: embed)
   }
 
   override func subscribeToStates() -> StateSubscription<State>? {
