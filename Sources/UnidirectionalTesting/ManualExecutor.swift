@@ -155,6 +155,37 @@ package final class ManualExecutor: SerialExecutor, TaskExecutor, ManualDrainer,
     self.lock.withLock { self.waitTimedOut = false }
   }
 
+  /// Drains, and whenever work outside this executor enqueues a job, drains again, until
+  /// `isDone` holds, `shouldStop` holds, or `timeout` has passed. Returns `isDone()`.
+  ///
+  /// This is the one place the test tools wait on real time: a bounded wait for work the
+  /// executor cannot see (a real clock, a socket, `Task.detached`). Effects that only use
+  /// injected clocks, streams and actors never get here.
+  package func drain(
+    waitingAtMost timeout: Duration,
+    until isDone: () -> Bool,
+    orStopWhen shouldStop: () -> Bool = { false }
+  ) async -> Bool {
+    self.drainUntilIdle()
+    if isDone() { return true }
+    guard timeout > .zero, !shouldStop() else { return false }
+    self.resetWaitTimeout()
+    let timer = Task.detached { [self] in
+      try? await Task.sleep(for: timeout)
+      self.wakeJobWaiters()
+    }
+    defer { timer.cancel() }
+    let clock = ContinuousClock()
+    let deadline = clock.now.advanced(by: timeout)
+    while clock.now < deadline {
+      await self.waitForJob()
+      self.drainUntilIdle()
+      if isDone() { return true }
+      if shouldStop() { return false }
+    }
+    return isDone()
+  }
+
   /// Runs `operation` in a task that prefers this executor, draining until it has returned.
   ///
   /// The task also carries this executor as ``TestExecution/drainer``, so test clocks drain it

@@ -416,25 +416,15 @@ public final class TestStore<State: Equatable & Sendable, Action: Sendable> {
     if condition() { return true }
     guard self.store.liveEffectCount > 0, timeout > .zero else { return false }
     self.outsideWorkWaits += 1
-    let executor = self.executor
-    executor.resetWaitTimeout()
-    let timer = Task.detached {
-      // NB: the bounded wait for work the test store cannot see (the issue's `timeout:`); never
-      // used by effects that only use injected clocks, streams and actors.
-      try? await Task.sleep(for: timeout)
-      executor.wakeJobWaiters()
-    }
-    defer { timer.cancel() }
-    let clock = ContinuousClock()
-    let deadline = clock.now.advanced(by: timeout)
-    while clock.now < deadline {
-      await executor.waitForJob()
-      executor.drainUntilIdle()
-      self.collectEvents()
-      if condition() { return true }
-      if self.store.liveEffectCount == 0 { return false }
-    }
-    return condition()
+    let store = self.store
+    return await self.executor.drain(
+      waitingAtMost: timeout,
+      until: {
+        self.collectEvents()
+        return condition()
+      },
+      orStopWhen: { store.liveEffectCount == 0 }
+    )
   }
 
   /// Moves the events the store recorded into ``received`` (actions from effects).
@@ -565,24 +555,8 @@ public struct TestStoreTask: Hashable, Sendable {
     line: UInt = #line,
     column: UInt = #column
   ) async {
-    self.executor.drainUntilIdle()
-    if self.rawValue.isFinished { return }
-    let timeout = timeout ?? self.timeout
-    if timeout > .zero {
-      let executor = self.executor
-      executor.resetWaitTimeout()
-      let timer = Task.detached {
-        try? await Task.sleep(for: timeout)
-        executor.wakeJobWaiters()
-      }
-      defer { timer.cancel() }
-      let clock = ContinuousClock()
-      let deadline = clock.now.advanced(by: timeout)
-      while !self.rawValue.isFinished, clock.now < deadline {
-        await executor.waitForJob()
-        executor.drainUntilIdle()
-      }
-    }
+    let task = self.rawValue
+    _ = await self.executor.drain(waitingAtMost: timeout ?? self.timeout) { task.isFinished }
     guard !self.rawValue.isFinished else { return }
     TestLocation(fileID: fileID, filePath: filePath, line: line, column: column).report(
       """

@@ -1,7 +1,7 @@
 /// A cancellation identifier keyed by its type and its value, so `1` and `"1"` never collide
 /// (and neither do `1 as Int` and `1 as UInt8`, which `AnyHashable` alone would merge).
 @usableFromInline struct CancelKey: Hashable, Sendable {
-  // NB: `AnyHashable` is not `Sendable`; `value` is only ever built from a
+  // Safety: `AnyHashable` is not `Sendable`; `value` is only ever built from a
   // `Hashable & Sendable` identifier (see `init`), so sharing it is sound.
   private nonisolated(unsafe) let value: AnyHashable
   private let type: ObjectIdentifier
