@@ -110,10 +110,10 @@ func measure() async -> [Gate] {
     // running a group with one child (the store's root task and its effect).
     let bare = Bare()
     await bare.increment()
-    let root = Task {
+    let root = Task<Void, Never> {
       await withDiscardingTaskGroup { group in group.addTask { await bare.increment() } }
     }
-    await root.value
+    _ = await root.result
   }
   for _ in 0..<1_000 { await floorCycle() }
   var floorDrifts: [Int64] = []
