@@ -52,7 +52,7 @@ let package = Package(
   swiftLanguageModes: [.v6]
 )
 
-for target in package.targets where !target.name.hasPrefix("C") {
+for target in package.targets where !["CMallocStats", "CAllocationCounter"].contains(target.name) {
   target.swiftSettings = (target.swiftSettings ?? []) + [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("ImmutableWeakCaptures"),
