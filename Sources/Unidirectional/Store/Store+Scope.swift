@@ -15,6 +15,7 @@ extension Store {
   /// > reduced as that template. Until the root has reduced one, sending to the child reports
   /// > an issue; scope with an `AnyCasePath` or an embedding function (`action: Action.child`)
   /// > to send first.
+  @inlinable
   public nonisolated func scope<ChildState: Sendable, ChildAction: Sendable>(
     state: WritableKeyPath<State, ChildState>,
     action: WritableKeyPath<Action, ChildAction?>
@@ -28,6 +29,7 @@ extension Store {
   }
 
   /// A scoped store whose actions are embedded by a case path.
+  @inlinable
   public nonisolated func scope<ChildState: Sendable, ChildAction: Sendable>(
     state: WritableKeyPath<State, ChildState>,
     action: AnyCasePath<Action, ChildAction>
@@ -37,6 +39,7 @@ extension Store {
 
   /// A scoped store whose actions are embedded by a function, such as an enum case:
   /// `store.scope(state: \.counter, action: AppAction.counter)`.
+  @inlinable
   public nonisolated func scope<ChildState: Sendable, ChildAction: Sendable>(
     state: WritableKeyPath<State, ChildState>,
     action embed: @escaping @Sendable (ChildAction) -> Action
@@ -44,7 +47,30 @@ extension Store {
     self.scope(state: state) { child, _ in embed(child) }
   }
 
-  private nonisolated func scope<ChildState: Sendable, ChildAction: Sendable>(
+  @inlinable
+  nonisolated func scope<ChildState: Sendable, ChildAction: Sendable>(
+    state: WritableKeyPath<State, ChildState>,
+    embed: @escaping @Sendable (ChildAction, Action?) -> Action?
+  ) -> Store<ChildState, ChildAction> {
+    if let root = self.root {
+      // The common case, scoping a root store: the scoped core's send path is formed here,
+      // specialized for these types in the caller's module.
+      let scoped = ScopedCore(
+        rootStore: self,
+        root: root,
+        state: SendableKeyPath(state),
+        embed: embed
+      )
+      scoped.installSpecializedSend()
+      // Safety: as below; the core is only used on the executor both stores share.
+      nonisolated(unsafe) let core: StoreCore<ChildState, ChildAction> = scoped
+      return Store<ChildState, ChildAction>(anchor: self.anchor, core: core)
+    }
+    return self.scopeThroughCore(state: state, embed: embed)
+  }
+
+  @usableFromInline
+  nonisolated func scopeThroughCore<ChildState: Sendable, ChildAction: Sendable>(
     state: WritableKeyPath<State, ChildState>,
     embed: @escaping @Sendable (ChildAction, Action?) -> Action?
   ) -> Store<ChildState, ChildAction> {
@@ -60,15 +86,20 @@ extension Store {
 /// A scoped store shares its root's executor, and cores are only used on that executor, so it
 /// calls the root core directly: no hop, no `assumeIsolated`, and the root's specialized send
 /// path. Scoping a scoped store composes the state paths and the embeddings.
+@usableFromInline
 final class ScopedCore<RootState: Sendable, RootAction: Sendable, State: Sendable, Action: Sendable>:
   StoreCore<State, Action>
 {
-  private let rootStore: Store<RootState, RootAction>
-  private let root: RootCore<RootState, RootAction>
-  private let statePath: SendableKeyPath<RootState, State>
+  @usableFromInline let rootStore: Store<RootState, RootAction>
+  @usableFromInline let root: RootCore<RootState, RootAction>
+  @usableFromInline let statePath: SendableKeyPath<RootState, State>
   /// Embeds a child action into a root action; the argument is the root's template action.
-  private let embed: @Sendable (Action, RootAction?) -> RootAction?
+  @usableFromInline let embed: @Sendable (Action, RootAction?) -> RootAction?
+  /// `sendNow(_:location:)`, formed specialized by the inlinable `scope` (see
+  /// `RootCore.installSpecializedPaths()` for why).
+  @usableFromInline var sendBody: ((Action, SourceLocation) -> StoreTask)?
 
+  @usableFromInline
   init(
     rootStore: Store<RootState, RootAction>,
     root: RootCore<RootState, RootAction>,
@@ -90,25 +121,45 @@ final class ScopedCore<RootState: Sendable, RootAction: Sendable, State: Sendabl
     self.root.isShutDown
   }
 
+  @inlinable
+  func installSpecializedSend() {
+    self.sendBody = { [unowned self] action, location in
+      self.sendNow(action, location: location)
+    }
+  }
+
   override func send(_ action: Action, location: SourceLocation) -> StoreTask {
+    if let sendBody = self.sendBody {
+      return sendBody(action, location)
+    }
+    return self.sendNow(action, location: location)
+  }
+
+  @inlinable
+  func sendNow(_ action: Action, location: SourceLocation) -> StoreTask {
     guard let rootAction = self.embed(action, self.root.lastSentAction) else {
-      location.report(
-        """
-        A store scoped with a key path was sent an action before its root reduced one.
-
-          Action: \(debugDescription(of: action))
-
-        A key path embeds a child action by writing it into a parent action, and there is \
-        none yet. Scope with an embedding function instead: \
-        'store.scope(state: \\.child, action: ParentAction.child)'.
-        """
-      )
+      self.reportMissingTemplate(for: action, at: location)
       return StoreTask(nil)
     }
     if !self.root.isAttached {
       self.root.attach(to: self.rootStore)
     }
     return self.root.sendBody(rootAction, location)
+  }
+
+  @usableFromInline
+  func reportMissingTemplate(for action: Action, at location: SourceLocation) {
+    location.report(
+      """
+      A store scoped with a key path was sent an action before its root reduced one.
+
+        Action: \(debugDescription(of: action))
+
+      A key path embeds a child action by writing it into a parent action, and there is \
+      none yet. Scope with an embedding function instead: \
+      'store.scope(state: \\.child, action: ParentAction.child)'.
+      """
+    )
   }
 
   override func receive(_ action: Action, from box: EffectBox) {

@@ -23,7 +23,8 @@ public actor Store<State: Sendable, Action: Sendable> {
   // executor only to hand it to the scoped store's core.
   @usableFromInline nonisolated(unsafe) let core: StoreCore<State, Action>
   /// `core` when this is a root store: the per-action path calls it directly, specialized.
-  @usableFromInline let root: RootCore<State, Action>?
+  // Safety: as for `core`: an immutable reference, only used on the store's executor.
+  @usableFromInline nonisolated(unsafe) let root: RootCore<State, Action>?
   @usableFromInline nonisolated let anchor: ExecutorAnchor
   @usableFromInline nonisolated let ownedRuntime: EffectRuntime?
   /// The effect bookkeeping of the root store (shared by its scoped stores).
@@ -97,6 +98,7 @@ public actor Store<State: Sendable, Action: Sendable> {
   }
 
   /// Creates a store that shares its root's executor and effects (``scope(state:action:)``).
+  @usableFromInline
   init(anchor: ExecutorAnchor, core: StoreCore<State, Action>) {
     self.anchor = anchor
     self.ownedRuntime = nil
