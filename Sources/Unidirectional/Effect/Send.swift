@@ -15,14 +15,31 @@
 /// store checks that on its own executor when the action arrives.
 public struct Send<Action: Sendable>: Sendable {
   let send: @Sendable (Action) async -> Void
+  /// The effect this sends for, when the store made it: then `send` is the store's delivery
+  /// function, called with the box (no closure context to allocate per effect).
+  let box: EffectBox?
+  let deliver: (@Sendable (Action, EffectBox) async -> Void)?
 
   /// Creates a `Send` from a closure, for example to drive an effect's body in a test.
   public init(send: @escaping @Sendable (Action) async -> Void) {
     self.send = send
+    self.box = nil
+    self.deliver = nil
+  }
+
+  /// The `Send` of one effect of a store.
+  init(box: EffectBox, deliver: @escaping @Sendable (Action, EffectBox) async -> Void) {
+    self.send = { _ in }
+    self.box = box
+    self.deliver = deliver
   }
 
   /// Sends an action back into the store and waits until the store has reduced it.
   public func callAsFunction(_ action: Action) async {
-    await self.send(action)
+    if let box = self.box, let deliver = self.deliver {
+      await deliver(action, box)
+    } else {
+      await self.send(action)
+    }
   }
 }

@@ -68,7 +68,9 @@ final class EffectLifetime: @unchecked Sendable {
   /// Whether ``StoreTask/cancel()`` was called; effects joining later are born cancelled.
   @exclusivity(unchecked) var isCancelled = false
 
-  /// Tasks suspended in ``StoreTask/finish()``.
+  /// The first task suspended in ``StoreTask/finish()`` (most lifetimes have at most one:
+  /// kept inline to save an array allocation), then any others.
+  @exclusivity(unchecked) var waiter: UnsafeContinuation<Void, Never>?
   @exclusivity(unchecked) var waiters: [UnsafeContinuation<Void, Never>] = []
 
   /// What started this lifetime, recorded only when the store reports to a test harness.

@@ -1,5 +1,6 @@
+// NB: not `indirect`: the arrays of `merge` and `concatenate` already box the recursion.
 /// An effect after the store registered it: every asynchronous unit has its box.
-indirect enum EffectPlan<Action: Sendable>: Sendable {
+enum EffectPlan<Action: Sendable>: Sendable {
   case run(EffectBox, RunOperation<Action>)
   case send(EffectBox, Action)
   case cancel([CancelKey])
@@ -46,7 +47,7 @@ indirect enum EffectPlan<Action: Sendable>: Sendable {
     deliver: @escaping @Sendable (Action, EffectBox) async -> Void
   ) async {
     guard runtime.start(box) else { return }
-    await run.body(Send { action in await deliver(action, box) })
+    await run.body(Send(box: box, deliver: deliver))
     await runtime.finish(box)
   }
 

@@ -198,7 +198,7 @@ import Synchronization
       guard let task, !box.isCancelled, self.phase != .shutDown else {
         let waiters = self.finishLocked(box)
         self.lock.unlock()
-        for waiter in waiters { waiter.resume() }
+        waiters.resumeAll()
         return false
       }
       box.phase = .running(task)
@@ -228,7 +228,7 @@ import Synchronization
     }
     let waiters = self.finishLocked(box)
     self.lock.unlock()
-    for waiter in waiters { waiter.resume() }
+    waiters.resumeAll()
   }
 
   /// Finishes a box whose synchronous work (a cancellable `.send`) was done on the store.
@@ -237,7 +237,7 @@ import Synchronization
     self.lock.lock()
     let waiters = self.finishLocked(box)
     self.lock.unlock()
-    for waiter in waiters { waiter.resume() }
+    waiters.resumeAll()
   }
 
   /// Finishes a box whose work never started (its job was abandoned).
@@ -247,16 +247,16 @@ import Synchronization
     box.markCancelled()
     let waiters = self.finishLocked(box)
     self.lock.unlock()
-    for waiter in waiters { waiter.resume() }
+    waiters.resumeAll()
   }
 
-  private func finishLocked(_ box: EffectBox) -> [UnsafeContinuation<Void, Never>] {
-    if case .finished = box.phase { return [] }
+  private func finishLocked(_ box: EffectBox) -> Waiters {
+    var waiters = Waiters()
+    if case .finished = box.phase { return waiters }
     box.phase = .finished
     self.liveCount -= 1
-    var idle: [UnsafeContinuation<Void, Never>] = []
     if self.liveCount == 0 && !self.idleWaiters.isEmpty {
-      idle = Array(self.idleWaiters.values)
+      waiters.others += self.idleWaiters.values
       self.idleWaiters = [:]
     }
     if !box.keys.isEmpty {
@@ -264,13 +264,19 @@ import Synchronization
     }
     let lifetime = box.lifetime
     lifetime.boxes.removeValue(forKey: ObjectIdentifier(box))
-    if self.tracksLifetimes && lifetime.boxes.isEmpty {
+    guard lifetime.boxes.isEmpty else { return waiters }
+    if self.tracksLifetimes {
       self.liveLifetimes.removeValue(forKey: ObjectIdentifier(lifetime))
     }
-    guard lifetime.boxes.isEmpty, !lifetime.waiters.isEmpty else { return idle }
-    defer { lifetime.waiters = [] }
-    return lifetime.waiters + idle
+    waiters.first = lifetime.waiter
+    lifetime.waiter = nil
+    if !lifetime.waiters.isEmpty {
+      waiters.others += lifetime.waiters
+      lifetime.waiters = []
+    }
+    return waiters
   }
+
 
   // MARK: - Cancelling
 
@@ -343,7 +349,11 @@ import Synchronization
         self.lock.unlock()
         continuation.resume()
       } else {
-        lifetime.waiters.append(continuation)
+        if lifetime.waiter == nil {
+          lifetime.waiter = continuation
+        } else {
+          lifetime.waiters.append(continuation)
+        }
         self.lock.unlock()
       }
     }
@@ -526,4 +536,15 @@ final class EffectShard: @unchecked Sendable {
 /// An atomic integer that closures can share.
 final class AtomicCounter: Sendable {
   let value = Atomic<Int>(0)
+}
+
+/// Tasks to resume once the lock is released: usually one (kept inline, no allocation).
+struct Waiters {
+  var first: UnsafeContinuation<Void, Never>?
+  var others: [UnsafeContinuation<Void, Never>] = []
+
+  func resumeAll() {
+    self.first?.resume()
+    for waiter in self.others { waiter.resume() }
+  }
 }
