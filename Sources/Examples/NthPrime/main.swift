@@ -84,7 +84,12 @@ func cancelOnInterrupt(_ task: StoreTask, recording interrupted: LockIsolated<Bo
     interrupted.setValue(true)
     task.cancel()
   }
+  // NB: the source arms asynchronously; a Ctrl-C before that would be ignored (SIG_IGN) and
+  // lost. Wait until it is registered before showing any progress.
+  let registered = DispatchSemaphore(value: 0)
+  source.setRegistrationHandler { registered.signal() }
   source.resume()
+  registered.wait()
   return source
 }
 

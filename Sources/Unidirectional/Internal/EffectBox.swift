@@ -62,8 +62,36 @@ final class EffectLifetime: @unchecked Sendable {
   // rules out overlapping accesses (so they skip dynamic exclusivity checks).
   let runtime: EffectRuntime
 
-  /// The unfinished effects of this lifetime.
-  @exclusivity(unchecked) var boxes: [ObjectIdentifier: EffectBox] = [:]
+  /// The unfinished effects of this lifetime: usually one (kept inline to save a dictionary
+  /// allocation per action), then any others.
+  @exclusivity(unchecked) private var firstBox: EffectBox?
+  @exclusivity(unchecked) private var otherBoxes: [ObjectIdentifier: EffectBox] = [:]
+
+  /// Whether every effect of this lifetime has finished.
+  var hasNoBoxes: Bool {
+    self.firstBox == nil && self.otherBoxes.isEmpty
+  }
+
+  func insert(_ box: EffectBox) {
+    if self.firstBox == nil {
+      self.firstBox = box
+    } else {
+      self.otherBoxes[ObjectIdentifier(box)] = box
+    }
+  }
+
+  func remove(_ box: EffectBox) {
+    if self.firstBox === box {
+      self.firstBox = nil
+    } else {
+      self.otherBoxes.removeValue(forKey: ObjectIdentifier(box))
+    }
+  }
+
+  /// Every unfinished effect of this lifetime.
+  var allBoxes: [EffectBox] {
+    (self.firstBox.map { [$0] } ?? []) + self.otherBoxes.values
+  }
 
   /// Whether ``StoreTask/cancel()`` was called; effects joining later are born cancelled.
   @exclusivity(unchecked) var isCancelled = false

@@ -65,10 +65,10 @@ import Synchronization
     let box = EffectBox(keys: keys, lifetime: lifetime)
     self.lock.withLock {
       self.liveCount += 1
-      if self.tracksLifetimes && lifetime.boxes.isEmpty {
+      if self.tracksLifetimes && lifetime.hasNoBoxes {
         self.liveLifetimes[ObjectIdentifier(lifetime)] = lifetime
       }
-      lifetime.boxes[ObjectIdentifier(box)] = box
+      lifetime.insert(box)
       if !keys.isEmpty {
         self.registry.register(box, under: keys)
       }
@@ -263,8 +263,8 @@ import Synchronization
       self.registry.remove(box, from: box.keys)
     }
     let lifetime = box.lifetime
-    lifetime.boxes.removeValue(forKey: ObjectIdentifier(box))
-    guard lifetime.boxes.isEmpty else { return waiters }
+    lifetime.remove(box)
+    guard lifetime.hasNoBoxes else { return waiters }
     if self.tracksLifetimes {
       self.liveLifetimes.removeValue(forKey: ObjectIdentifier(lifetime))
     }
@@ -299,7 +299,7 @@ import Synchronization
     var tasks: [(EffectBox, UnsafeCurrentTask)] = []
     self.lock.lock()
     lifetime.isCancelled = true
-    for box in lifetime.boxes.values {
+    for box in lifetime.allBoxes {
       Self.markCancelledLocked(box, collecting: &tasks)
     }
     self.lock.unlock()
@@ -345,7 +345,7 @@ import Synchronization
     if self.isFinished(lifetime) { return }
     await withUnsafeContinuation { continuation in
       self.lock.lock()
-      if lifetime.boxes.isEmpty {
+      if lifetime.hasNoBoxes {
         self.lock.unlock()
         continuation.resume()
       } else {
@@ -360,7 +360,7 @@ import Synchronization
   }
 
   func isFinished(_ lifetime: EffectLifetime) -> Bool {
-    self.lock.withLock { lifetime.boxes.isEmpty }
+    self.lock.withLock { lifetime.hasNoBoxes }
   }
 
   func isCancelled(_ lifetime: EffectLifetime) -> Bool {
