@@ -40,6 +40,22 @@ func compositionBenchmarks() -> [Benchmark] {
       }
     )
   )
+  let host = Store(initialState: Host.State()) { Host() }
+  let keyPathScoped = host.scope(state: \.child, action: \.child)
+  benchmarks.append(
+    Benchmark(
+      name: "send through a key-path scoped store",
+      floorName: "the parent's send of the same embedded action",
+      operations: 100_000,
+      target: 1.5,
+      run: {
+        for _ in 0..<100_000 { await keyPathScoped.send(.increment) }
+      },
+      floor: {
+        for _ in 0..<100_000 { await host.send(.child(.increment)) }
+      }
+    )
+  )
   return benchmarks
 }
 

@@ -121,3 +121,28 @@ struct Nested: Reducer {
     depth == 0 ? .increment : .child(Self.action(depth: depth - 1))
   }
 }
+
+/// A parent with one child case that is not `indirect`: what a key-path scoped store embeds by
+/// building the enum case from metadata.
+struct Host: Reducer {
+  struct State: Sendable {
+    var child = BenchFeature.State()
+  }
+
+  enum Action: Sendable {
+    case child(BenchFeature.Action)
+    case onAppear
+
+    var child: BenchFeature.Action? {
+      get { if case .child(let action) = self { action } else { nil } }
+      set {
+        guard case .child = self, let newValue else { return }
+        self = .child(newValue)
+      }
+    }
+  }
+
+  var body: some Reducer<State, Action> {
+    Scope(state: \.child, action: \.child) { BenchFeature() }
+  }
+}

@@ -10,21 +10,23 @@ extension Store {
   /// to the root and returns the root's ``StoreTask`` for it; its effects, cancellation and
   /// shutdown are the root's.
   ///
-  /// > Note: A key path can only embed a child action by writing it into an existing parent
-  /// > action, so the first `send` to a key-path-scoped store uses the last action the root
-  /// > reduced as that template. Until the root has reduced one, sending to the child reports
-  /// > an issue; scope with an `AnyCasePath` or an embedding function (`action: Action.child`)
-  /// > to send first.
+  /// The action key path is an enum property (`var counter: Counter.Action? { get set }`).
+  /// Its enum case is found once, from the action type's metadata: the case whose payload is
+  /// the child's action type (`case counter(Counter.Action)`, labelled or not) and which the
+  /// property's getter reads. So the first `send` works with no parent action to write into,
+  /// and so do setters that only write into their own case. If no such case exists (the action
+  /// type is not an enum, or the payload is a tuple of several values or an `indirect` case),
+  /// the child action is written into the first action the root reduced; until then, `send`
+  /// reports an issue. Scoping with an embedding function (`action: AppAction.counter`) or an
+  /// ``AnyCasePath`` always works.
   @inlinable
   public nonisolated func scope<ChildState: Sendable, ChildAction: Sendable>(
     state: WritableKeyPath<State, ChildState>,
     action: WritableKeyPath<Action, ChildAction?>
   ) -> Store<ChildState, ChildAction> {
-    let path = SendableKeyPath(action)
+    let embedder = KeyPathEmbedder(action)
     return self.scope(state: state) { child, template in
-      guard var parent = template else { return nil }
-      parent[keyPath: path.value] = child
-      return parent
+      embedder.embed(child, template: template)
     }
   }
 
@@ -151,13 +153,13 @@ final class ScopedCore<RootState: Sendable, RootAction: Sendable, State: Sendabl
   func reportMissingTemplate(for action: Action, at location: SourceLocation) {
     location.report(
       """
-      A store scoped with a key path was sent an action before its root reduced one.
+      A store scoped with a key path could not embed an action in its parent's action.
 
         Action: \(debugDescription(of: action))
 
-      A key path embeds a child action by writing it into a parent action, and there is \
-      none yet. Scope with an embedding function instead: \
-      'store.scope(state: \\.child, action: ParentAction.child)'.
+      No enum case of the parent action carries exactly this action type and is read by the \
+      key path, and the root has reduced no action it could write into. Scope with an \
+      embedding function instead: 'store.scope(state: \\.child, action: ParentAction.child)'.
       """
     )
   }
@@ -191,7 +193,7 @@ final class ScopedCore<RootState: Sendable, RootAction: Sendable, State: Sendabl
       root: self.root,
       state: SendableKeyPath(self.statePath.value.appending(path: state)),
       embed: { child, rootTemplate in
-        // NB: there is no template at this level: key-path embedding needs a function here.
+        // NB: there is no template at this level: a key path embeds only through its case.
         guard let action = embed(child, nil) else { return nil }
         return parentEmbed(action, rootTemplate)
       }
