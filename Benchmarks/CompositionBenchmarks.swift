@@ -2,26 +2,31 @@ import Unidirectional
 import UnidirectionalTesting
 
 func compositionBenchmarks() -> [Benchmark] {
-  let root = Store(initialState: Nested.state(depth: 0)) { Nested(depth: 0) }
-  var benchmarks: [Benchmark] = []
-  for depth in [1, 5, 10] {
-    let store = Store(initialState: Nested.state(depth: depth)) { Nested(depth: depth) }
-    let action = Nested.action(depth: depth)
-    benchmarks.append(
-      Benchmark(
-        name: "send through \(depth) level\(depth == 1 ? "" : "s") of Scope",
-        floorName: "unscoped store.send (target is per level)",
-        operations: 100_000,
-        target: 1.5 * Double(depth),
-        run: {
-          for _ in 0..<100_000 { await store.send(action) }
-        },
-        floor: {
-          for _ in 0..<100_000 { await root.send(.increment) }
-        }
-      )
+  let leaf = Store(initialState: Leaf.State()) { Leaf() }
+  let level1 = Store(initialState: Level1.State()) { Level1() }
+  let level5 = Store(initialState: Level5.State()) { Level5() }
+  let level10 = Store(initialState: Level10.State()) { Level10() }
+  func scopeBenchmark(depth: Int, _ send: @escaping @Sendable () async -> Void) -> Benchmark {
+    Benchmark(
+      name: "send through \(depth) level\(depth == 1 ? "" : "s") of Scope",
+      floorName: "unscoped store.send (target is per level)",
+      operations: 100_000,
+      target: 1.5 * Double(depth),
+      run: {
+        for _ in 0..<100_000 { await send() }
+      },
+      floor: {
+        for _ in 0..<100_000 { await leaf.send(.increment) }
+      }
     )
   }
+  var benchmarks = [
+    scopeBenchmark(depth: 1) { await level1.send(.child(.increment)) },
+    scopeBenchmark(depth: 5) { await level5.send(.child(.child(.child(.child(.child(.increment)))))) },
+    scopeBenchmark(depth: 10) {
+      await level10.send(.child(.child(.child(.child(.child(.child(.child(.child(.child(.child(.increment)))))))))))
+    },
+  ]
   let parent = Store(initialState: Nested.state(depth: 1)) { Nested(depth: 1) }
   let scoped = parent.scope(state: \.child, action: Nested.Action.child)
   benchmarks.append(

@@ -146,3 +146,19 @@ struct Host: Reducer {
     Scope(state: \.child, action: \.child) { BenchFeature() }
   }
 }
+
+/// The innermost feature of the `Scope` benchmarks.
+struct Leaf: Reducer {
+  struct State: Sendable {
+    var count = 0
+  }
+
+  enum Action: Sendable {
+    case increment
+  }
+
+  func reduce(into state: inout State, action: Action) -> Effect<Action> {
+    state.count &+= 1
+    return .none
+  }
+}

@@ -50,9 +50,23 @@ public struct Effect<Action: Sendable>: Sendable {
 
 /// The asynchronous body of a ``Effect/run(priority:operation:catch:fileID:filePath:line:column:)``
 /// effect, with its error handling already folded in.
+///
+/// NB: the priority is kept as its raw value. `TaskPriority` comes from a module built for
+/// library evolution, so its layout is opaque to other modules; storing one made `Effect`
+/// address-only in every feature's module, where each `Effect` was then copied, switched on and
+/// destroyed through its value witnesses (about a fifth of a `send`).
 @usableFromInline struct RunOperation<Action: Sendable>: Sendable {
-  var priority: TaskPriority?
+  private var rawPriority: UInt8?
   var body: @concurrent @Sendable (Send<Action>) async -> Void
+
+  init(priority: TaskPriority?, body: @escaping @concurrent @Sendable (Send<Action>) async -> Void) {
+    self.rawPriority = priority?.rawValue
+    self.body = body
+  }
+
+  var priority: TaskPriority? {
+    self.rawPriority.map(TaskPriority.init(rawValue:))
+  }
 }
 
 // MARK: - Creating effects

@@ -99,7 +99,7 @@ final class ScopedCore<RootState: Sendable, RootAction: Sendable, State: Sendabl
   @usableFromInline let embed: @Sendable (Action, RootAction?) -> RootAction?
   /// `sendNow(_:location:)`, formed specialized by the inlinable `scope` (see
   /// `RootCore.installSpecializedPaths()` for why).
-  @usableFromInline var sendBody: ((Action, SourceLocation) -> StoreTask)?
+  @usableFromInline @exclusivity(unchecked) var sendBody: ((Action, SourceLocation) -> StoreTask)?
 
   @usableFromInline
   init(

@@ -105,9 +105,10 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
   @usableFromInline @exclusivity(unchecked) var lastSentAction: Action?
   /// `sendNow(_:location:)` and `receiveNow(_:from:)`, as closures formed where the store was
   /// created: there they are specialized for the concrete `State` and `Action` (see
-  /// ``installSpecializedPaths()``).
-  @usableFromInline var sendBody: (Action, SourceLocation) -> StoreTask = { _, _ in StoreTask(nil) }
-  @usableFromInline var receiveBody: (Action, EffectBox) -> Void = { _, _ in }
+  /// ``installSpecializedPaths()``). Written once, before the store is used, so reads skip the
+  /// dynamic exclusivity check.
+  @usableFromInline @exclusivity(unchecked) var sendBody: (Action, SourceLocation) -> StoreTask = { _, _ in StoreTask(nil) }
+  @usableFromInline @exclusivity(unchecked) var receiveBody: (Action, EffectBox) -> Void = { _, _ in }
 
   @usableFromInline
   init(
