@@ -57,13 +57,13 @@ struct ActionEmbedding<Parent: Sendable, Child: Sendable>: Sendable {
     self.path = .casePath(casePath)
   }
 
-  @inlinable
+  @inlinable @inline(__always)
   init(_ keyPath: WritableKeyPath<Parent, Child?>) {
     self.path = .keyPath(SendableKeyPath(keyPath))
   }
 
   /// The child action inside `parent`, if any.
-  @inlinable
+  @inlinable @inline(__always)
   func extract(_ parent: Parent) -> Child? {
     switch self.path {
     case .keyPath(let keyPath): return parent[keyPath: keyPath.value]

@@ -29,7 +29,7 @@ public struct Scope<ParentState, ParentAction: Sendable, Child: Reducer>: Reduce
   @usableFromInline let child: Child
 
   /// Scopes with an optional action property of the parent action.
-  @inlinable
+  @inlinable @inline(__always)
   public init<ChildState, ChildAction>(
     state: WritableKeyPath<ParentState, ChildState>,
     action: WritableKeyPath<ParentAction, ChildAction?>,
@@ -52,7 +52,7 @@ public struct Scope<ParentState, ParentAction: Sendable, Child: Reducer>: Reduce
     self.child = child()
   }
 
-  @inlinable
+  @inlinable @inline(__always)
   public func reduce(into state: inout ParentState, action: ParentAction) -> Effect<ParentAction> {
     guard let childAction = self.action.extract(action) else { return .none }
     let effect = self.child.reduce(into: &state[keyPath: self.state], action: childAction)
