@@ -275,7 +275,9 @@ struct EffectScheduler<Action: Sendable> {
   /// Hands the collected jobs to the root task and returns the lifetime they joined.
   @inlinable
   mutating func submit() -> EffectLifetime? {
-    self.runtime.submit(&self.jobs)
+    if !self.jobs.isEmpty {
+      self.runtime.submit(&self.jobs)
+    }
     defer { self.lifetime = nil }
     return self.lifetime
   }

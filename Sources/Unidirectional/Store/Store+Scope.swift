@@ -61,9 +61,9 @@ extension Store {
         rootStore: self,
         root: root,
         state: SendableKeyPath(state),
-        embed: embed
+        embed: embed,
+        sendPath: { core, action, location in core.sendNow(action, location: location) }
       )
-      scoped.installSpecializedSend()
       // Safety: as below; the core is only used on the executor both stores share.
       nonisolated(unsafe) let core: StoreCore<ChildState, ChildAction> = scoped
       return Store<ChildState, ChildAction>(anchor: self.anchor, core: core)
@@ -98,16 +98,18 @@ final class ScopedCore<RootState: Sendable, RootAction: Sendable, State: Sendabl
   /// Embeds a child action into a root action; the argument is the root's template action.
   @usableFromInline let embed: @Sendable (Action, RootAction?) -> RootAction?
   /// `sendNow(_:location:)`, formed specialized by the inlinable `scope` (see
-  /// `RootCore.installSpecializedPaths()` for why).
-  @usableFromInline @exclusivity(unchecked) var sendBody: ((Action, SourceLocation) -> StoreTask)?
+  /// `RootCore.sendPath` for why); `nil` for a scope of a scope, formed in the library.
+  @usableFromInline let sendPath: ((ScopedCore, Action, SourceLocation) -> StoreTask)?
 
   @usableFromInline
   init(
     rootStore: Store<RootState, RootAction>,
     root: RootCore<RootState, RootAction>,
     state: SendableKeyPath<RootState, State>,
-    embed: @escaping @Sendable (Action, RootAction?) -> RootAction?
+    embed: @escaping @Sendable (Action, RootAction?) -> RootAction?,
+    sendPath: ((ScopedCore, Action, SourceLocation) -> StoreTask)? = nil
   ) {
+    self.sendPath = sendPath
     self.rootStore = rootStore
     self.root = root
     self.statePath = state
@@ -123,16 +125,9 @@ final class ScopedCore<RootState: Sendable, RootAction: Sendable, State: Sendabl
     self.root.isShutDown
   }
 
-  @inlinable
-  func installSpecializedSend() {
-    self.sendBody = { [unowned self] action, location in
-      self.sendNow(action, location: location)
-    }
-  }
-
   override func send(_ action: Action, location: SourceLocation) -> StoreTask {
-    if let sendBody = self.sendBody {
-      return sendBody(action, location)
+    if let sendPath = self.sendPath {
+      return sendPath(self, action, location)
     }
     return self.sendNow(action, location: location)
   }
@@ -146,7 +141,7 @@ final class ScopedCore<RootState: Sendable, RootAction: Sendable, State: Sendabl
     if !self.root.isAttached {
       self.root.attach(to: self.rootStore)
     }
-    return self.root.sendBody(rootAction, location)
+    return self.root.sendPath(self.root, rootAction, location)
   }
 
   @usableFromInline

@@ -142,7 +142,7 @@ public actor Store<State: Sendable, Action: Sendable> {
     if !root.isAttached {
       root.attach(to: self)
     }
-    return root.sendBody(action, location)
+    return root.sendPath(root, action, location)
   }
 
   /// Cancels every effect, waits until all of them have ended, and rejects later actions.
@@ -178,7 +178,9 @@ public actor Store<State: Sendable, Action: Sendable> {
   /// stores receive: effects deliver to the store that owns the runtime).
   @inlinable
   func receive(_ action: Action, from box: EffectBox) {
-    self.root?.receiveBody(action, box)
+    if let root = self.root {
+      root.receivePath(root, action, box)
+    }
   }
 
   // MARK: - Package hooks

@@ -104,11 +104,12 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
   @usableFromInline @exclusivity(unchecked) var sendCount = 0
   @usableFromInline @exclusivity(unchecked) var lastSentAction: Action?
   /// `sendNow(_:location:)` and `receiveNow(_:from:)`, as closures formed where the store was
-  /// created: there they are specialized for the concrete `State` and `Action` (see
-  /// ``installSpecializedPaths()``). Written once, before the store is used, so reads skip the
-  /// dynamic exclusivity check.
-  @usableFromInline @exclusivity(unchecked) var sendBody: (Action, SourceLocation) -> StoreTask = { _, _ in StoreTask(nil) }
-  @usableFromInline @exclusivity(unchecked) var receiveBody: (Action, EffectBox) -> Void = { _, _ in }
+  /// created (`make`): there they are specialized for the concrete `State` and `Action`.
+  /// Actor methods are not specialized across modules when called from outside the actor, but
+  /// closures formed in specialized code stay specialized. They capture nothing (the core is
+  /// an argument) and are constants, so a call costs no reference counting.
+  @usableFromInline let sendPath: (RootCore, Action, SourceLocation) -> StoreTask
+  @usableFromInline let receivePath: (RootCore, Action, EffectBox) -> Void
 
   @usableFromInline
   init(
@@ -116,8 +117,12 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
     reducer: @escaping (inout State, Action) -> Effect<Action>,
     runtime: EffectRuntime,
     configuration: StoreConfiguration,
-    observer: (@Sendable (StoreEvent<State, Action>) -> Void)?
+    observer: (@Sendable (StoreEvent<State, Action>) -> Void)?,
+    sendPath: @escaping (RootCore, Action, SourceLocation) -> StoreTask,
+    receivePath: @escaping (RootCore, Action, EffectBox) -> Void
   ) {
+    self.sendPath = sendPath
+    self.receivePath = receivePath
     self.currentState = initialState
     self.reducer = reducer
     self.reporter = configuration.reporter
@@ -151,15 +156,15 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
     configuration: StoreConfiguration,
     observer: (@Sendable (StoreEvent<State, Action>) -> Void)?
   ) -> RootCore {
-    let root = RootCore(
+    RootCore(
       initialState: initialState,
       reducer: { state, action in reducer.reduce(into: &state, action: action) },
       runtime: Self.makeRuntime(configuration),
       configuration: configuration,
-      observer: observer
+      observer: observer,
+      sendPath: { core, action, location in core.sendNow(action, location: location) },
+      receivePath: { core, action, box in core.receiveNow(action, from: box) }
     )
-    root.installSpecializedPaths()
-    return root
   }
 
   @usableFromInline
@@ -170,21 +175,6 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
       dependencies: configuration.dependencies,
       tracksLifetimes: configuration.recordsOrigins
     )
-  }
-
-  /// Forms the per-action closures in the caller's (the feature module's) specialized context.
-  ///
-  /// Called by the `@inlinable` store initializers right after creating the core. Actor
-  /// methods are not specialized across modules when called from outside the actor, but
-  /// closures formed in specialized code stay specialized.
-  @inlinable
-  func installSpecializedPaths() {
-    self.sendBody = { [unowned self] action, location in
-      self.sendNow(action, location: location)
-    }
-    self.receiveBody = { [unowned self] action, box in
-      self.receiveNow(action, from: box)
-    }
   }
 
   /// Sets where effects deliver their actions: the store that owns this core.
@@ -200,7 +190,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
   }
 
   override func send(_ action: Action, location: SourceLocation) -> StoreTask {
-    self.sendBody(action, location)
+    self.sendPath(self, action, location)
   }
 
   @inlinable
@@ -239,7 +229,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
   }
 
   override func receive(_ action: Action, from box: EffectBox) {
-    self.receiveBody(action, box)
+    self.receivePath(self, action, box)
   }
 
   @inlinable
