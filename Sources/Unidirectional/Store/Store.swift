@@ -109,6 +109,9 @@ public actor Store<State: Sendable, Action: Sendable> {
 
   deinit {
     self.ownedRuntime?.shutdown()
+    // NB: nothing else can use the core now (sending needs a reference to the store), and
+    // effects only reach it through the link.
+    self.root?.deliveryLink?.sever()
   }
 
   // MARK: - Using a store
@@ -239,6 +242,16 @@ struct SourceLocation: Sendable {
 @usableFromInline
 actor ExecutorAnchor {
   @usableFromInline init() {}
+
+  /// Delivers an action from an effect to the core of the store running on this executor.
+  @inlinable
+  func deliver<State, Action>(
+    _ action: Action,
+    from box: EffectBox,
+    to core: UncheckedCore<State, Action>
+  ) {
+    core.core.receivePath(core.core, action, box)
+  }
 }
 
 /// How a root store is set up beyond its state and reducer.
