@@ -14,7 +14,7 @@
 /// synchronously). Once the effect has been cancelled, its actions never reach a reducer: the
 /// store checks that on its own executor when the action arrives.
 public struct Send<Action: Sendable>: Sendable {
-  let send: @Sendable (Action) async -> Void
+  let send: (@Sendable (Action) async -> Void)?
   /// The effect this sends for, when the store made it: then `send` is the store's delivery
   /// function, called with the box (no closure context to allocate per effect).
   let box: EffectBox?
@@ -29,7 +29,9 @@ public struct Send<Action: Sendable>: Sendable {
 
   /// The `Send` of one effect of a store.
   init(box: EffectBox, deliver: @escaping @Sendable (Action, EffectBox) async -> Void) {
-    self.send = { _ in }
+    // NB: no placeholder closure: in generic code an empty closure still captures `Action`'s
+    // metadata, an allocation per effect.
+    self.send = nil
     self.box = box
     self.deliver = deliver
   }
@@ -38,8 +40,8 @@ public struct Send<Action: Sendable>: Sendable {
   public func callAsFunction(_ action: Action) async {
     if let box = self.box, let deliver = self.deliver {
       await deliver(action, box)
-    } else {
-      await self.send(action)
+    } else if let send = self.send {
+      await send(action)
     }
   }
 }
