@@ -184,6 +184,28 @@ private struct Parent: Reducer {
     #expect(await executor.perform { await store.state.child.count } == 4)
   }
 
+  @Test func aKeyPathScopedStoresFirstSendStartsEffectsItsTaskCancels() async {
+    let executor = ManualExecutor()
+    let clock = TestClock()
+    let store = Store(
+      initialState: Parent.State(),
+      reducer: Parent(clock: clock),
+      configuration: StoreConfiguration(executorPreference: executor)
+    )
+    defer { tearDown(store, on: executor) }
+    let child = store.scope(state: \.child, action: \.child)
+    let task = await executor.perform { await child.send(.startTimer) }
+    await clock.advance(by: .seconds(2))
+    #expect(await executor.perform { await child.state.count } == 2)
+    #expect(store.liveEffectCount == 1)
+    task.cancel()
+    executor.drainUntilIdle()
+    #expect(task.isFinished)
+    #expect(store.liveEffectCount == 0)
+    await clock.advance(by: .seconds(2))
+    #expect(await executor.perform { await store.state.child.count } == 2)
+  }
+
   @Test func printChangesPrintsTheActionAndADiff() async {
     let printed = LockIsolated<[String]>([])
     let (stream, continuation) = AsyncStream<Void>.makeStream()
