@@ -45,6 +45,10 @@ func recordTestFailure(
     )
     return true
   }
+  // NB: the observer may have been created during the running case (it missed its start):
+  // `XCTFail` still reaches that case, at this file's location, so the real one goes in the
+  // message. Outside a case it records nothing, so the caller also prints the issue.
+  XCTFail("\(filePath):\(line): \(message)")
   return false
 }
 
@@ -52,8 +56,7 @@ func recordTestFailure(
 /// outside one, and only a test case can record a failure at a run-time file path.
 ///
 /// The observer registers the first time the bridge is used (a test store registers it when it
-/// is created); a plain store's issue in the very first XCTest case of a process, before that,
-/// goes to standard error instead.
+/// is created); an issue in the XCTest case during which it registered goes through `XCTFail`.
 final class XCTestRunObserver: NSObject, XCTestObservation, Sendable {
   static let shared: XCTestRunObserver = {
     let observer = XCTestRunObserver()
