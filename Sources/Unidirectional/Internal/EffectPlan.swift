@@ -152,6 +152,39 @@ final class PlanJob<Action: Sendable>: EffectJob, @unchecked Sendable {
   }
 }
 
+/// A job of one `.run` effect, the common case: it runs the body with no plan to switch on, so
+/// a suspended effect keeps one frame fewer.
+final class RunJob<Action: Sendable>: EffectJob, @unchecked Sendable {
+  // Safety: immutable, and every stored property is `Sendable`.
+  private let box: EffectBox
+  private let body: @concurrent @Sendable (Send<Action>) async -> Void
+  private let runtime: EffectRuntime
+  private let deliver: @Sendable (Action, EffectBox) async -> Void
+
+  init(
+    box: EffectBox,
+    run: RunOperation<Action>,
+    runtime: EffectRuntime,
+    deliver: @escaping @Sendable (Action, EffectBox) async -> Void
+  ) {
+    self.box = box
+    self.body = run.body
+    self.runtime = runtime
+    self.deliver = deliver
+    super.init(priority: run.priority)
+  }
+
+  override func run() async {
+    guard self.runtime.start(self.box) else { return }
+    await self.body(Send(box: self.box, deliver: self.deliver))
+    await self.runtime.finish(self.box)
+  }
+
+  override func abandon() {
+    self.runtime.abandon(self.box)
+  }
+}
+
 // MARK: - Scheduling
 
 /// Turns the effect a reducer returned into registered boxes, synchronous sends and jobs.
@@ -269,7 +302,11 @@ struct EffectScheduler<Action: Sendable> {
   }
 
   private mutating func append(_ plan: EffectPlan<Action>) {
-    self.jobs.append(PlanJob(plan: plan, runtime: self.runtime, deliver: self.deliver))
+    if case .run(let box, let run) = plan {
+      self.jobs.append(RunJob(box: box, run: run, runtime: self.runtime, deliver: self.deliver))
+    } else {
+      self.jobs.append(PlanJob(plan: plan, runtime: self.runtime, deliver: self.deliver))
+    }
   }
 
   /// Hands the collected jobs to the root task and returns the lifetime they joined.
