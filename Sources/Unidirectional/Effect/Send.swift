@@ -14,11 +14,11 @@
 /// synchronously). Once the effect has been cancelled, its actions never reach a reducer: the
 /// store checks that on its own executor when the action arrives.
 public struct Send<Action: Sendable>: Sendable {
-  let send: (@Sendable (Action) async -> Void)?
+  @usableFromInline let send: (@Sendable (Action) async -> Void)?
   /// The effect this sends for, when the store made it: then `send` is the store's delivery
   /// function, called with the box (no closure context to allocate per effect).
-  let box: EffectBox?
-  let deliver: (@Sendable (Action, EffectBox) async -> Void)?
+  @usableFromInline let box: EffectBox?
+  @usableFromInline let deliver: (@Sendable (Action, EffectBox) async -> Void)?
 
   /// Creates a `Send` from a closure, for example to drive an effect's body in a test.
   public init(send: @escaping @Sendable (Action) async -> Void) {
@@ -37,6 +37,9 @@ public struct Send<Action: Sendable>: Sendable {
   }
 
   /// Sends an action back into the store and waits until the store has reduced it.
+  ///
+  /// NB: inlinable, so it is specialized in the feature's module, where effects call it.
+  @inlinable
   public func callAsFunction(_ action: Action) async {
     if let box = self.box, let deliver = self.deliver {
       await deliver(action, box)
