@@ -40,7 +40,10 @@ enum EffectPlan<Action: Sendable>: Sendable {
     }
   }
 
-  private static func executeRun(
+  /// Runs one `.run` unit (shared with `RunJob`; inlined there, to keep a frame off a
+  /// suspended effect).
+  @inline(__always)
+  static func executeRun(
     _ box: EffectBox,
     _ run: RunOperation<Action>,
     runtime: EffectRuntime,
@@ -157,7 +160,7 @@ final class PlanJob<Action: Sendable>: EffectJob, @unchecked Sendable {
 final class RunJob<Action: Sendable>: EffectJob, @unchecked Sendable {
   // Safety: immutable, and every stored property is `Sendable`.
   private let box: EffectBox
-  private let body: @concurrent @Sendable (Send<Action>) async -> Void
+  private let operation: RunOperation<Action>
   private let runtime: EffectRuntime
   private let deliver: @Sendable (Action, EffectBox) async -> Void
 
@@ -168,16 +171,14 @@ final class RunJob<Action: Sendable>: EffectJob, @unchecked Sendable {
     deliver: @escaping @Sendable (Action, EffectBox) async -> Void
   ) {
     self.box = box
-    self.body = run.body
+    self.operation = run
     self.runtime = runtime
     self.deliver = deliver
     super.init(priority: run.priority)
   }
 
   override func run() async {
-    guard self.runtime.start(self.box) else { return }
-    await self.body(Send(box: self.box, deliver: self.deliver))
-    await self.runtime.finish(self.box)
+    await EffectPlan.executeRun(self.box, self.operation, runtime: self.runtime, deliver: self.deliver)
   }
 
   override func abandon() {
