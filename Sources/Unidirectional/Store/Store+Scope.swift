@@ -159,10 +159,6 @@ final class ScopedCore<RootState: Sendable, RootAction: Sendable, State: Sendabl
     )
   }
 
-  override func receive(_ action: Action, from box: EffectBox) {
-    // NB: effects always deliver to the root store, which owns the runtime.
-  }
-
   override func shutdown() async {
     await self.rootStore.shutdown()
   }

@@ -177,15 +177,6 @@ public actor Store<State: Sendable, Action: Sendable> {
     self.core.isShutDown
   }
 
-  /// Delivers an action from an effect, unless that effect has been cancelled (only root
-  /// stores receive: effects deliver to the store that owns the runtime).
-  @inlinable
-  func receive(_ action: Action, from box: EffectBox) {
-    if let root = self.root {
-      root.receivePath(root, action, box)
-    }
-  }
-
   // MARK: - Package hooks
 
   /// The number of effects started and not finished.

@@ -30,11 +30,6 @@ class StoreCore<State: Sendable, Action: Sendable> {
     preconditionFailure("Not API: overridden by every core.")
   }
 
-  @usableFromInline
-  func receive(_ action: Action, from box: EffectBox) {
-    preconditionFailure("Not API: overridden by every core.")
-  }
-
   func shutdown() async {
     preconditionFailure("Not API: overridden by every core.")
   }
@@ -237,10 +232,6 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
       ),
       of: lifetime
     )
-  }
-
-  override func receive(_ action: Action, from box: EffectBox) {
-    self.receivePath(self, action, box)
   }
 
   @inlinable
