@@ -134,7 +134,7 @@ final class ScopedCore<RootState: Sendable, RootAction: Sendable, State: Sendabl
 
   @inlinable
   func sendNow(_ action: Action, location: SourceLocation) -> StoreTask {
-    guard let rootAction = self.embed(action, self.root.lastSentAction) else {
+    guard let rootAction = self.embed(action, self.root.firstSentAction) else {
       self.reportMissingTemplate(for: action, at: location)
       return StoreTask(nil)
     }

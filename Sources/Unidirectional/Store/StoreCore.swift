@@ -50,11 +50,6 @@ class StoreCore<State: Sendable, Action: Sendable> {
   func subscribeToStates() -> StateSubscription<State>? {
     preconditionFailure("Not API: overridden by every core.")
   }
-
-  /// The last action passed to `send` (the template key-path-scoped stores embed into).
-  var lastAction: Action? {
-    nil
-  }
 }
 
 /// The core of a root store: the state, the reducer, the synchronous queue and the effects.
@@ -97,7 +92,9 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
   @usableFromInline @exclusivity(unchecked) var isAttached = false
   /// Actions passed to `send` so far (orders effect origins in diagnostics).
   @usableFromInline @exclusivity(unchecked) var sendCount = 0
-  @usableFromInline @exclusivity(unchecked) var lastSentAction: Action?
+  /// The first action passed to `send`: the template a key-path-scoped store writes into when
+  /// it cannot build its enum case (see `KeyPathEmbedder`).
+  @usableFromInline @exclusivity(unchecked) var firstSentAction: Action?
   /// `sendNow(_:location:)` and `receiveNow(_:from:)`, as closures formed where the store was
   /// created (`make`): there they are specialized for the concrete `State` and `Action`.
   /// Actor methods are not specialized across modules when called from outside the actor, but
@@ -145,10 +142,6 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
 
   override var isShutDown: Bool {
     self.shutDown
-  }
-
-  override var lastAction: Action? {
-    self.lastSentAction
   }
 
   /// Creates a root core, its runtime, and its specialized per-action closures.
@@ -209,7 +202,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
     if self.sendCount == 1 {
       // NB: only the first action is kept: any action of the right type is a valid template
       // for key-path embedding, and keeping one per send would cost a copy per action.
-      self.lastSentAction = action
+      self.firstSentAction = action
     }
     self.process(action, origin: .send)
     let lifetime = self.scheduler.submit()
