@@ -242,6 +242,59 @@ import Unidirectional
     #expect(await store.state.log == ["other Envelope(child: nil, source: \"first\")"])
   }
 
+  /// A one-case child action is zero-sized: its parent case is laid out with no payload
+  /// storage, among (and after) the cases without payloads.
+  fileprivate enum Tap: Sendable {
+    case tapped
+  }
+
+  fileprivate enum WithZeroSizedChild: Sendable {
+    case count(Int)
+    case name(String)
+    case idle
+    case child(Tap)
+    case ratio(Double)
+
+    var child: Tap? {
+      get { if case .child(let action) = self { action } else { nil } }
+      set {
+        guard case .child = self, let newValue else { return }
+        self = .child(newValue)
+      }
+    }
+  }
+
+  fileprivate enum OnlyZeroSizedChild: Sendable {
+    case child(Tap)
+    case idle
+
+    var child: Tap? {
+      get { if case .child(let action) = self { action } else { nil } }
+      set { if let newValue { self = .child(newValue) } }
+    }
+  }
+
+  @Test func aZeroSizedChildActionsCaseIsBuiltByItsTagAlone() async {
+    let counting = Reduce<State, WithZeroSizedChild> { state, action in
+      if case .child(.tapped) = action { state.count += 1 } else { state.log.append("\(action)") }
+      return .none
+    }
+    let store = Store(initialState: State()) { counting }
+    let child = store.scope(state: \.self, action: \.child)
+    await child.send(.tapped)
+    await child.send(.tapped)
+    #expect(await store.state == State(count: 2))
+
+    let other = Store(initialState: State()) {
+      Reduce<State, OnlyZeroSizedChild> { state, action in
+        if case .child(.tapped) = action { state.count += 1 } else { state.log.append("\(action)") }
+        return .none
+      }
+    }
+    await other.scope(state: \.self, action: \.child).send(.tapped)
+    #expect(await other.state == State(count: 1))
+  }
+
   /// An `indirect` case cannot be built from metadata: the key path falls back to writing into
   /// an action the root reduced, and reports until there is one.
   fileprivate enum Indirect: Sendable {

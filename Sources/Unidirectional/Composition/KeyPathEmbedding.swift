@@ -36,7 +36,7 @@ final class KeyPathEmbedder<Parent: Sendable, Child: Sendable>: Sendable {
   @usableFromInline
   init(_ path: WritableKeyPath<Parent, Child?>) {
     self.path = SendableKeyPath(path)
-    self.candidates = EnumLayout(of: Parent.self)?.payloadTags(of: Child.self) ?? []
+    self.candidates = EnumLayout.payloadTags(of: Child.self, in: Parent.self)
     if self.candidates.isEmpty {
       self.resolvedTag.store(Self.noCase, ordering: .relaxed)
     }
@@ -87,10 +87,11 @@ final class KeyPathEmbedder<Parent: Sendable, Child: Sendable>: Sendable {
 ///   each with flags (bit 0: indirect), a relative mangled type name (0 for an empty case) and
 ///   a relative name;
 /// - tuple metadata: kind 0x301, the element count at 8, the element types from 24;
-/// - the value witness table (at metadata − 8): flags at 80 (0x200000: has enum witnesses) and
-///   `destructiveInjectEnumTag(value, tag, metadata)` at 104.
+/// - the value witness table (at metadata − 8): the size at 64, flags at 80 (0x200000: has enum
+///   witnesses) and `destructiveInjectEnumTag(value, tag, metadata)` at 104.
 ///
-/// Payload cases take tags `0..<payloadCaseCount` in declaration order, then the empty cases.
+/// Cases take tags in field-record order: those with payload storage (`0..<payloadCaseCount`),
+/// then those without (no payload, or a zero-sized one).
 /// Anything unexpected (another kind, counts that disagree, a 32-bit platform) yields `nil`,
 /// and the caller falls back to a template: a misread never builds a value.
 @usableFromInline
@@ -123,8 +124,26 @@ struct EnumLayout {
     self.isGeneric = flags & 0x80 != 0
   }
 
-  /// The tags of the direct (not `indirect`) payload cases whose payload type is `payload`
-  /// (or a labelled single payload of that type).
+  /// `payloadTags(of:)` of `type`'s layout, remembered per pair of types: reading the metadata
+  /// resolves mangled names (~1 µs), and stores are scoped far more often than types appear.
+  static func payloadTags(of payload: Any.Type, in type: Any.Type) -> [UInt32] {
+    let key = [ObjectIdentifier(type), ObjectIdentifier(payload)]
+    if let tags = Self.cache.withValue({ $0[key] }) {
+      return tags
+    }
+    let tags = EnumLayout(of: type)?.payloadTags(of: payload) ?? []
+    Self.cache.withValue { $0[key] = tags }
+    return tags
+  }
+
+  private static let cache = LockIsolated<[[ObjectIdentifier]: [UInt32]]>([:])
+
+  /// The tags of the direct (not `indirect`) cases whose payload type is `payload` (or a
+  /// labelled single payload of that type).
+  ///
+  /// The field records are in tag order: the cases with a payload that takes storage first,
+  /// then the others, which include cases whose payload is zero-sized (`case child(Child.Action)`
+  /// with a one-case `Child.Action`): those are built by injecting the tag alone.
   func payloadTags(of payload: Any.Type) -> [UInt32] {
     let recordSize = Int(self.fields.load(fromByteOffset: 10, as: UInt16.self))
     let recordCount = Int(self.fields.load(fromByteOffset: 12, as: UInt32.self))
@@ -132,12 +151,10 @@ struct EnumLayout {
       return []
     }
     var tags: [UInt32] = []
-    var payloadIndex = 0
     for index in 0..<recordCount {
       let record = self.fields + 16 + index * recordSize
       let typeNameOffset = record.load(fromByteOffset: 4, as: Int32.self)
-      guard typeNameOffset != 0 else { continue }  // an empty case
-      defer { payloadIndex += 1 }
+      guard typeNameOffset != 0 else { continue }  // no payload
       let isIndirect = record.load(as: UInt32.self) & 0x1 != 0
       guard !isIndirect else { continue }
       let name = (record + 4 + Int(typeNameOffset)).assumingMemoryBound(to: UInt8.self)
@@ -147,11 +164,23 @@ struct EnumLayout {
         genericContext: self.descriptor,
         genericArguments: self.isGeneric ? self.metadata + 16 : nil
       )
-      if let type, type == payload || Self.isSingleElementTuple(type, of: payload) {
-        tags.append(UInt32(payloadIndex))
+      guard let type, type == payload || Self.isSingleElementTuple(type, of: payload) else {
+        continue
       }
+      // NB: a case laid out without payload storage must have a zero-sized payload.
+      if index >= self.payloadCaseCount && Self.size(of: type) != 0 {
+        continue
+      }
+      tags.append(UInt32(index))
     }
-    return payloadIndex == self.payloadCaseCount ? tags : []
+    return tags
+  }
+
+  /// The size of `type`'s values, from its value witness table (at 64).
+  private static func size(of type: Any.Type) -> Int {
+    let metadata = unsafeBitCast(type, to: UnsafeRawPointer.self)
+    return metadata.load(fromByteOffset: -8, as: UnsafeRawPointer.self)
+      .load(fromByteOffset: 64, as: Int.self)
   }
 
   /// Whether `type` is `(label: element)`: a labelled single payload, `case child(action: A)`,
@@ -184,8 +213,9 @@ struct EnumLayout {
   /// `Enum` in the payload case `tag`, carrying `payload`.
   ///
   /// Safety: `tag` comes from `payloadTags(of: Payload.self)`: its payload type is exactly
-  /// `Payload`, stored at offset 0 of the enum, so this initializes the payload and injects the
-  /// tag exactly as the compiler builds the case. The witness is a Swift-convention function of
+  /// `Payload`, stored at offset 0 of the enum (or zero-sized, when the case has no payload
+  /// storage), so this initializes the payload and injects the tag exactly as the compiler
+  /// builds the case. The witness is a Swift-convention function of
   /// (pointer, UInt32, pointer), passed in the same registers as the C convention on x86_64 and
   /// arm64 (it uses neither the self nor the error register).
   @inlinable
