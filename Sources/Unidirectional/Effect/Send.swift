@@ -19,31 +19,21 @@ public struct Send<Action: Sendable>: Sendable {
   /// function, called with the box (no closure context to allocate per effect).
   @usableFromInline let box: EffectBox?
   @usableFromInline let deliver: (@Sendable (Action, EffectBox) async -> Void)?
-  /// The store core `deliver` reaches, kept alive by every copy of this `Send`: `deliver` does
-  /// not own it, and a `Send` may be kept after its effect ended (a misuse the store reports
-  /// as a dropped action, never a crash).
-  private let owner: KeepAlive
 
   /// Creates a `Send` from a closure, for example to drive an effect's body in a test.
   public init(send: @escaping @Sendable (Action) async -> Void) {
     self.send = send
     self.box = nil
     self.deliver = nil
-    self.owner = KeepAlive(nil)
   }
 
   /// The `Send` of one effect of a store.
-  init(
-    box: EffectBox,
-    deliver: @escaping @Sendable (Action, EffectBox) async -> Void,
-    owner: KeepAlive
-  ) {
+  init(box: EffectBox, deliver: @escaping @Sendable (Action, EffectBox) async -> Void) {
     // NB: no placeholder closure: in generic code an empty closure still captures `Action`'s
     // metadata, an allocation per effect.
     self.send = nil
     self.box = box
     self.deliver = deliver
-    self.owner = owner
   }
 
   /// Sends an action back into the store and waits until the store has reduced it.

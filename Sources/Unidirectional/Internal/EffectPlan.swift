@@ -22,22 +22,21 @@ enum EffectPlan<Action: Sendable>: Sendable {
 
   func execute(
     runtime: EffectRuntime,
-    deliver: @escaping @Sendable (Action, EffectBox) async -> Void,
-    owner: KeepAlive
+    deliver: @escaping @Sendable (Action, EffectBox) async -> Void
   ) async {
     // NB: each case is its own function, so the frame a suspended effect keeps is only as
     // large as its own case needs (memory per suspended effect).
     switch self {
     case .run(let box, let run):
-      await Self.executeRun(box, run, runtime: runtime, deliver: deliver, owner: owner)
+      await Self.executeRun(box, run, runtime: runtime, deliver: deliver)
     case .send(let box, let action):
       await Self.executeSend(box, action, runtime: runtime, deliver: deliver)
     case .cancel(let keys):
       runtime.cancel(keys)
     case .merge(let plans):
-      await Self.executeMerge(plans, runtime: runtime, deliver: deliver, owner: owner)
+      await Self.executeMerge(plans, runtime: runtime, deliver: deliver)
     case .concatenate(let plans):
-      await Self.executeConcatenation(plans, runtime: runtime, deliver: deliver, owner: owner)
+      await Self.executeConcatenation(plans, runtime: runtime, deliver: deliver)
     }
   }
 
@@ -48,11 +47,10 @@ enum EffectPlan<Action: Sendable>: Sendable {
     _ box: EffectBox,
     _ run: RunOperation<Action>,
     runtime: EffectRuntime,
-    deliver: @escaping @Sendable (Action, EffectBox) async -> Void,
-    owner: KeepAlive
+    deliver: @escaping @Sendable (Action, EffectBox) async -> Void
   ) async {
     guard runtime.start(box) else { return }
-    await run.body(Send(box: box, deliver: deliver, owner: owner))
+    await run.body(Send(box: box, deliver: deliver))
     await runtime.finish(box)
   }
 
@@ -70,13 +68,12 @@ enum EffectPlan<Action: Sendable>: Sendable {
   private static func executeMerge(
     _ plans: [EffectPlan],
     runtime: EffectRuntime,
-    deliver: @escaping @Sendable (Action, EffectBox) async -> Void,
-    owner: KeepAlive
+    deliver: @escaping @Sendable (Action, EffectBox) async -> Void
   ) async {
     await withDiscardingTaskGroup { group in
       for plan in plans {
         group.addTask(priority: plan.priority) {
-          await plan.execute(runtime: runtime, deliver: deliver, owner: owner)
+          await plan.execute(runtime: runtime, deliver: deliver)
         }
       }
     }
@@ -85,18 +82,17 @@ enum EffectPlan<Action: Sendable>: Sendable {
   private static func executeConcatenation(
     _ plans: [EffectPlan],
     runtime: EffectRuntime,
-    deliver: @escaping @Sendable (Action, EffectBox) async -> Void,
-    owner: KeepAlive
+    deliver: @escaping @Sendable (Action, EffectBox) async -> Void
   ) async {
     for (index, plan) in plans.enumerated() {
       if index == plans.count - 1 || !plan.needsOwnTask {
-        await plan.execute(runtime: runtime, deliver: deliver, owner: owner)
+        await plan.execute(runtime: runtime, deliver: deliver)
       } else {
         // NB: cancelling a step cancels the task running it; give it its own task so the
         // steps after it still run.
         await withDiscardingTaskGroup { group in
           group.addTask(priority: plan.priority) {
-            await plan.execute(runtime: runtime, deliver: deliver, owner: owner)
+            await plan.execute(runtime: runtime, deliver: deliver)
           }
         }
       }
@@ -116,30 +112,14 @@ enum EffectPlan<Action: Sendable>: Sendable {
   }
 }
 
-/// A strong reference that is only held, to keep an object alive, and never used.
-///
-/// Safety: nothing reads through it; retaining and releasing are atomic, so sharing it across
-/// tasks races with nothing.
-struct KeepAlive: @unchecked Sendable {
-  private let object: AnyObject?
-
-  init(_ object: AnyObject?) {
-    self.object = object
-  }
-}
-
 /// A unit the root task runs as one child: a type-erased plan.
 @usableFromInline
 class EffectJob: @unchecked Sendable {
-  // Safety: immutable; subclasses add only immutable, `Sendable` stored properties. `owner` is
-  // only held and handed to `Send`, never used: see `EffectScheduler.owner`.
+  // Safety: immutable; subclasses add only immutable, `Sendable` stored properties.
   let priority: TaskPriority?
-  /// The store core the job delivers to, kept alive while the job exists.
-  let owner: KeepAlive
 
-  init(priority: TaskPriority?, owner: KeepAlive) {
+  init(priority: TaskPriority?) {
     self.priority = priority
-    self.owner = owner
   }
 
   /// Runs the job; overridden.
@@ -158,17 +138,16 @@ final class PlanJob<Action: Sendable>: EffectJob, @unchecked Sendable {
   init(
     plan: EffectPlan<Action>,
     runtime: EffectRuntime,
-    deliver: @escaping @Sendable (Action, EffectBox) async -> Void,
-    owner: KeepAlive
+    deliver: @escaping @Sendable (Action, EffectBox) async -> Void
   ) {
     self.plan = plan
     self.runtime = runtime
     self.deliver = deliver
-    super.init(priority: plan.priority, owner: owner)
+    super.init(priority: plan.priority)
   }
 
   override func run() async {
-    await self.plan.execute(runtime: self.runtime, deliver: self.deliver, owner: self.owner)
+    await self.plan.execute(runtime: self.runtime, deliver: self.deliver)
   }
 
   override func abandon() {
@@ -189,24 +168,17 @@ final class RunJob<Action: Sendable>: EffectJob, @unchecked Sendable {
     box: EffectBox,
     run: RunOperation<Action>,
     runtime: EffectRuntime,
-    deliver: @escaping @Sendable (Action, EffectBox) async -> Void,
-    owner: KeepAlive
+    deliver: @escaping @Sendable (Action, EffectBox) async -> Void
   ) {
     self.box = box
     self.operation = run
     self.runtime = runtime
     self.deliver = deliver
-    super.init(priority: run.priority, owner: owner)
+    super.init(priority: run.priority)
   }
 
   override func run() async {
-    await EffectPlan.executeRun(
-      self.box,
-      self.operation,
-      runtime: self.runtime,
-      deliver: self.deliver,
-      owner: self.owner
-    )
+    await EffectPlan.executeRun(self.box, self.operation, runtime: self.runtime, deliver: self.deliver)
   }
 
   override func abandon() {
@@ -225,12 +197,6 @@ final class RunJob<Action: Sendable>: EffectJob, @unchecked Sendable {
 struct EffectScheduler<Action: Sendable> {
   @usableFromInline let runtime: EffectRuntime
   let deliver: @Sendable (Action, EffectBox) async -> Void
-  /// The store core `deliver` reaches, which every job keeps alive: `deliver` refers to it
-  /// without owning it, so the core, which keeps this scheduler, forms no cycle with it.
-  ///
-  /// Safety: `unowned(unsafe)` is sound here: this scheduler is a stored property of that core,
-  /// so the core is alive whenever the scheduler is used.
-  unowned(unsafe) let owner: AnyObject?
 
   /// The lifetime effects join: the sent action's, created on the first effect.
   @usableFromInline var lifetime: EffectLifetime?
@@ -239,13 +205,8 @@ struct EffectScheduler<Action: Sendable> {
   @usableFromInline var jobs: [EffectJob] = []
 
   @usableFromInline
-  init(
-    runtime: EffectRuntime,
-    owner: AnyObject? = nil,
-    deliver: @escaping @Sendable (Action, EffectBox) async -> Void
-  ) {
+  init(runtime: EffectRuntime, deliver: @escaping @Sendable (Action, EffectBox) async -> Void) {
     self.runtime = runtime
-    self.owner = owner
     self.deliver = deliver
   }
 
@@ -343,24 +304,9 @@ struct EffectScheduler<Action: Sendable> {
 
   private mutating func append(_ plan: EffectPlan<Action>) {
     if case .run(let box, let run) = plan {
-      self.jobs.append(
-        RunJob(
-          box: box,
-          run: run,
-          runtime: self.runtime,
-          deliver: self.deliver,
-          owner: KeepAlive(self.owner)
-        )
-      )
+      self.jobs.append(RunJob(box: box, run: run, runtime: self.runtime, deliver: self.deliver))
     } else {
-      self.jobs.append(
-        PlanJob(
-          plan: plan,
-          runtime: self.runtime,
-          deliver: self.deliver,
-          owner: KeepAlive(self.owner)
-        )
-      )
+      self.jobs.append(PlanJob(plan: plan, runtime: self.runtime, deliver: self.deliver))
     }
   }
 

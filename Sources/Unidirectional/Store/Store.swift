@@ -109,6 +109,9 @@ public actor Store<State: Sendable, Action: Sendable> {
 
   deinit {
     self.ownedRuntime?.shutdown()
+    // NB: nothing else can use the core now (sending needs a reference to the store), and
+    // effects only reach it through the link.
+    self.root?.deliveryLink?.sever()
   }
 
   // MARK: - Using a store
