@@ -169,6 +169,30 @@ private struct Canceller: Reducer {
     await store.receive(.emitted("after block")) { $0.log = ["emitted after block"] }
   }
 
+  @Test func cancelIDsCancelsEveryNamedEffectAndNoOther() async {
+    let clock = TestClock()
+    let started = LockIsolated<[String]>([])
+    let store = TestStore(initialState: Canceller.State()) {
+      Reduce<Canceller.State, Canceller.Action> { state, action in
+        if case .cancel = action { return .cancel(ids: ["a", "b"]) }
+        return Canceller(clock: clock, started: started).reduce(into: &state, action: action)
+      }
+    }
+    await store.send(.sleep("a"))
+    await store.send(.sleep("b"))
+    await store.send(.sleep("c"))
+    #expect(clock.sleeperCount == 3)
+    await store.send(.cancel("a and b"))
+    #expect(clock.sleeperCount == 1)
+    #expect(
+      started.value.sorted() == [
+        "a saw CancellationError, isCancelled true", "b saw CancellationError, isCancelled true",
+      ]
+    )
+    await clock.advance(by: .seconds(10))
+    await store.receive(.slept("c")) { $0.log = ["slept c"] }
+  }
+
   @Test func rule7_cancellingAnUnknownIDIsAQuietNoOp() async {
     let (_, issues) = await collectingIssues {
       let store = self.makeStore()

@@ -23,6 +23,23 @@ struct StoreStatesTests {
     #expect(await states.next() == 13)
   }
 
+  @Test func aScopedStoresStatesAreItsPartOfTheRootsStates() async {
+    struct Pair: Sendable { var left = 0, right = 0 }
+    let store = Store(initialState: Pair()) {
+      Reduce<Pair, Int> { state, action in
+        if action > 0 { state.left += action } else { state.right -= action }
+        return .none
+      }
+    }
+    let left = store.scope(state: \.left, action: { (amount: Int) in amount })
+    var states = left.states.makeAsyncIterator()
+    #expect(await states.next() == 0)
+    await left.send(2)
+    #expect(await states.next() == 2)
+    await store.send(3)
+    #expect(await states.next() == 5)
+  }
+
   @Test func aSlowReaderGetsTheLatestStateNotABacklog() async {
     let store = Self.makeStore()
     var states = store.states.makeAsyncIterator()
