@@ -10,17 +10,17 @@ import Synchronization
 /// builds `.child(action)`: it initializes the payload and injects the case's tag with the
 /// enum's value witness.
 ///
-/// The case is found once, from the enum's reflection metadata: the payload cases whose payload
-/// type is exactly `Child`. Each candidate is built with the first child action and kept only
-/// if the key path's getter reads it back (so a user's property that reads another case, or
-/// two cases with the same payload type, resolve to the case the getter reads). When nothing
-/// matches (the parent is not an enum, the payload is a tuple of several values or an
-/// `indirect` case),
-/// `embed` falls back to writing into a template action and checks the getter reads it back.
+/// The case is found once, from the enum's reflection metadata: the cases whose payload type is
+/// exactly `Child` (or `(label: Child)`). Each candidate is built with the first child action
+/// and kept only if the key path's getter reads it back (so a user's property that reads another
+/// case, or two cases with the same payload type, resolve to the case the getter reads). When
+/// nothing matches (the parent is not an enum, the payload is a tuple of several values or an
+/// `indirect` case), `embed` falls back to writing into a template action and checks the getter
+/// reads it back.
 @usableFromInline
 final class KeyPathEmbedder<Parent: Sendable, Child: Sendable>: Sendable {
   @usableFromInline let path: SendableKeyPath<Parent, Child?>
-  /// The payload-case tags whose payload type is exactly `Child`.
+  /// The tags of the cases whose payload type is exactly `Child`.
   private let candidates: [UInt32]
   /// The tag the getter reads back: `unknown`, `noCase`, or a tag.
   private let resolvedTag = Atomic<Int>(KeyPathEmbedder.unknown)
