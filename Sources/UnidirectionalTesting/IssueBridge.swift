@@ -88,8 +88,9 @@ final class XCTestRunObserver: NSObject, XCTestObservation, Sendable {
 }
 
 /// An `XCTestCase` reference held while the case runs.
+///
+/// Safety: only used to call `recordFailure`, which XCTest allows from any thread while the
+/// case runs; the reference is dropped when the case finishes.
 struct UncheckedTestCase: @unchecked Sendable {
-  // Safety: only used to call `recordFailure`, which XCTest allows from any thread while the
-  // case runs; the reference is dropped when the case finishes.
   let testCase: XCTestCase
 }

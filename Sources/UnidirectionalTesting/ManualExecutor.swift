@@ -17,10 +17,11 @@ import Unidirectional
 /// > Important: Task executor preferences are held unowned by the runtime. Keep the executor
 /// > alive while any task may still enqueue on it; the stores, tasks and sleepers that use it
 /// > hold it strongly for that reason.
+///
+/// Safety: every `var` is read and written only while `lock` is held.
 package final class ManualExecutor: SerialExecutor, TaskExecutor, ManualDrainer,
   @unchecked Sendable
 {
-  // Safety: every `var` is read and written only while `lock` is held.
   private let lock = Lock()
   private var jobs: [UnownedJob] = []
   private var head = 0

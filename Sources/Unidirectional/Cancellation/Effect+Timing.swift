@@ -134,9 +134,10 @@ private enum ThrottleDecision {
 }
 
 /// What a store remembers about one throttle id.
+///
+/// Safety: `lastRun` holds a clock's `Instant`, which is `Sendable` by `InstantProtocol`'s
+/// requirement; it is typed `Any` only to be stored independently of the clock's type.
 struct ThrottleState: @unchecked Sendable {
-  // Safety: `lastRun` holds a clock's `Instant`, which is `Sendable` by `InstantProtocol`'s
-  // requirement; it is typed `Any` only to be stored independently of the clock's type.
   var lastRun: Any
   /// Whether an effect is held back until the interval ends.
   var isHolding: Bool

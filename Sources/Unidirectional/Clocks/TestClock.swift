@@ -23,9 +23,10 @@
 /// with all the work of the span done. Used on its own in plain async code, `advance` resumes
 /// the due sleepers synchronously in deadline order but cannot know when the resumed tasks have
 /// run; a sleep those tasks schedule later is only seen by the next advance.
+///
+/// Thread safety: all of its state is guarded by one lock (every `var` is read and written only
+/// while it is held), so tasks on any executor can share one clock.
 public final class TestClock: Clock, @unchecked Sendable {
-  // Safety: every `var` below is read and written only while `lock` is held.
-
   /// A point in time on a ``TestClock``: the offset from its start.
   public struct Instant: InstantProtocol, Hashable, Sendable {
     /// The time since the clock's start.

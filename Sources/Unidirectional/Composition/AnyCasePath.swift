@@ -93,8 +93,7 @@ struct ActionEmbedding<Parent: Sendable, Child: Sendable>: Sendable {
 /// Safety: a key path is an immutable value; the ones this library receives are built from
 /// stored and computed properties (the action key paths of `Scope`, `ifLet`, `forEach` and
 /// `scope`) and capture no mutable state, so reading through one from any thread is safe.
-@usableFromInline
-struct SendableKeyPath<Root, Value>: @unchecked Sendable {
+@usableFromInline struct SendableKeyPath<Root, Value>: @unchecked Sendable {
   @usableFromInline let value: WritableKeyPath<Root, Value>
 
   @inlinable

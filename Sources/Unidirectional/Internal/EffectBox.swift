@@ -7,11 +7,11 @@ import Synchronization
 /// cancelled, checking on its own executor when the action arrives. It is created and registered
 /// under its cancellation identifiers when the reducer *returns* the effect, so a cancellation
 /// processed before the work starts means the work never runs.
-@usableFromInline
-final class EffectBox: @unchecked Sendable {
-  // Safety: `cancelled` is atomic. `keys` and `lifetime` are immutable. Every `var` below is
-  // read and written only while the owning `EffectRuntime`'s lock is held, which also rules out
-  // overlapping accesses (so they skip dynamic exclusivity checks).
+///
+/// Safety: `cancelled` is atomic. `keys` and `lifetime` are immutable. Every `var` below is
+/// read and written only while the owning `EffectRuntime`'s lock is held, which also rules out
+/// overlapping accesses (so they skip dynamic exclusivity checks).
+@usableFromInline final class EffectBox: @unchecked Sendable {
   private let cancelled = Atomic<Bool>(false)
 
   /// The identifiers this effect is registered under (outermost first).
@@ -56,10 +56,10 @@ final class EffectBox: @unchecked Sendable {
 
 /// The effects started by one action sent to a store, and by the actions they sent: what a
 /// ``StoreTask`` refers to.
-@usableFromInline
-final class EffectLifetime: @unchecked Sendable {
-  // Safety: every `var` is read and written only while `runtime`'s lock is held, which also
-  // rules out overlapping accesses (so they skip dynamic exclusivity checks).
+///
+/// Safety: every `var` is read and written only while `runtime`'s lock is held, which also
+/// rules out overlapping accesses (so they skip dynamic exclusivity checks).
+@usableFromInline final class EffectLifetime: @unchecked Sendable {
   let runtime: EffectRuntime
 
   /// The unfinished effects of this lifetime: usually one (kept inline to save a dictionary

@@ -113,9 +113,9 @@ enum EffectPlan<Action: Sendable>: Sendable {
 }
 
 /// A unit the root task runs as one child: a type-erased plan.
-@usableFromInline
-class EffectJob: @unchecked Sendable {
-  // Safety: immutable; subclasses add only immutable, `Sendable` stored properties.
+///
+/// Safety: immutable; subclasses add only immutable, `Sendable` stored properties.
+@usableFromInline class EffectJob: @unchecked Sendable {
   let priority: TaskPriority?
 
   init(priority: TaskPriority?) {
@@ -129,8 +129,8 @@ class EffectJob: @unchecked Sendable {
   func abandon() {}
 }
 
+/// Safety: immutable, and every stored property is `Sendable`.
 final class PlanJob<Action: Sendable>: EffectJob, @unchecked Sendable {
-  // Safety: immutable, and every stored property is `Sendable`.
   private let plan: EffectPlan<Action>
   private let runtime: EffectRuntime
   private let deliver: @Sendable (Action, EffectBox) async -> Void
@@ -157,8 +157,9 @@ final class PlanJob<Action: Sendable>: EffectJob, @unchecked Sendable {
 
 /// A job of one `.run` effect, the common case: it runs the body with no plan to switch on, so
 /// a suspended effect keeps one frame fewer.
+///
+/// Safety: immutable, and every stored property is `Sendable`.
 final class RunJob<Action: Sendable>: EffectJob, @unchecked Sendable {
-  // Safety: immutable, and every stored property is `Sendable`.
   private let box: EffectBox
   private let operation: RunOperation<Action>
   private let runtime: EffectRuntime

@@ -9,9 +9,10 @@ import Synchronization
 ///
 /// All mutable state is guarded by one pthread lock. Nothing here is isolated to the store, so
 /// effects finish, and `StoreTask.cancel()` works, without hopping to it.
+///
+/// Safety: every `var` is read and written only while `lock` is held. The lock also rules out
+/// overlapping accesses, so the fields skip dynamic exclusivity checks.
 @usableFromInline final class EffectRuntime: @unchecked Sendable {
-  // Safety: every `var` is read and written only while `lock` is held. The lock also rules out
-  // overlapping accesses, so the fields skip dynamic exclusivity checks.
   private let lock = Lock()
   @exclusivity(unchecked) private var registry = CancellationRegistry()
   /// Throttle ids: when each last let an effect run (see `Effect.throttle`).
@@ -468,8 +469,9 @@ import Synchronization
 
 /// A group of at most `EffectRuntime.shardCapacity` effects, fed by the root task through a
 /// mailbox; it ends once sealed and its effects have ended.
+///
+/// Safety: every `var` is read and written only while `lock` is held.
 final class EffectShard: @unchecked Sendable {
-  // Safety: every `var` is read and written only while `lock` is held.
   private let lock = Lock()
   @exclusivity(unchecked) private var pending: [EffectJob] = []
   @exclusivity(unchecked) private var waiter: UnsafeContinuation<Void, Never>?

@@ -10,9 +10,10 @@ import Darwin
 ///
 /// NB: `Synchronization.Mutex` makes ThreadSanitizer report false races on Linux (its contended
 /// path lives in an uninstrumented library); pthread mutexes are instrumented and clean.
+///
+/// Safety: the mutex is only touched through pthread calls, which are thread-safe by contract,
+/// and the pointer itself is immutable for the object's lifetime.
 package final class Lock: @unchecked Sendable {
-  // Safety: the mutex is only touched through pthread calls, which are thread-safe by contract,
-  // and the pointer itself is immutable for the object's lifetime.
   private let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
   package init() {
@@ -46,8 +47,9 @@ package final class Lock: @unchecked Sendable {
 }
 
 /// A value protected by a ``Lock``, in one allocation.
+///
+/// Safety: `value` is only read or written inside `withLock`, which holds `lock`.
 package final class LockedValue<Value>: @unchecked Sendable {
-  // Safety: `value` is only read or written inside `withLock`, which holds `lock`.
   private let lock = Lock()
   private var value: Value
 

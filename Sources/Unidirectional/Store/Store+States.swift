@@ -71,15 +71,16 @@ extension StoreStates.Iterator: Sendable {}
 // MARK: - Broadcasting
 
 /// One reader's subscription to a store's states.
+///
+/// Safety: subclasses hold only immutable, `Sendable` state.
 class StateSubscription<State: Sendable>: @unchecked Sendable {
-  // Safety: subclasses hold only immutable, `Sendable` state.
   func next() async -> State? { nil }
 }
 
+// Safety: immutable; both properties are `Sendable`.
 final class MappedSubscription<Base: Sendable, State: Sendable>: StateSubscription<State>,
   @unchecked Sendable
 {
-  // Safety: immutable; both properties are `Sendable`.
   private let base: StateSubscription<Base>
   private let transform: @Sendable (Base) -> State
 
@@ -94,9 +95,9 @@ final class MappedSubscription<Base: Sendable, State: Sendable>: StateSubscripti
 }
 
 /// Hands each published state to every reader, keeping at most one pending state per reader.
-@usableFromInline
-final class StateBroadcaster<State: Sendable>: @unchecked Sendable {
-  // Safety: `subscriberCount` is atomic; every `var` is guarded by `lock`.
+///
+/// Safety: `subscriberCount` is atomic; every `var` is guarded by `lock`.
+@usableFromInline final class StateBroadcaster<State: Sendable>: @unchecked Sendable {
   private let lock = Lock()
   private let subscriberCount = Atomic<Int>(0)
   private var slots: [Int: Slot] = [:]
@@ -199,8 +200,8 @@ final class StateBroadcaster<State: Sendable>: @unchecked Sendable {
   }
 }
 
+// Safety: immutable; the broadcaster is `Sendable`.
 final class BroadcastSubscription<State: Sendable>: StateSubscription<State>, @unchecked Sendable {
-  // Safety: immutable; the broadcaster is `Sendable`.
   private let broadcaster: StateBroadcaster<State>
   private let id: Int
 

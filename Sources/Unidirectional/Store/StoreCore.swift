@@ -428,8 +428,7 @@ func firstToFinish(
 /// Safety: the core is only unwrapped by `ExecutorAnchor.deliver(_:from:to:)`, which is
 /// isolated to the anchor whose executor the core's store runs on, the one executor the core is
 /// ever used on; effects only carry it there.
-@usableFromInline
-struct UncheckedCore<State: Sendable, Action: Sendable>: @unchecked Sendable {
+@usableFromInline struct UncheckedCore<State: Sendable, Action: Sendable>: @unchecked Sendable {
   @usableFromInline let core: RootCore<State, Action>
 
   @inlinable
@@ -446,9 +445,9 @@ struct UncheckedCore<State: Sendable, Action: Sendable>: @unchecked Sendable {
 /// strongly, a cycle (the core keeps the delivery closure) that the store's `deinit` breaks by
 /// severing the link; an action arriving after that comes from a cancelled effect, and is
 /// dropped here as the core would drop it.
-@usableFromInline
-final class DeliveryLink<State: Sendable, Action: Sendable>: @unchecked Sendable {
-  // Safety: `target` is only read and written under `lock`.
+///
+/// Safety: `target` is only read and written under `lock`.
+@usableFromInline final class DeliveryLink<State: Sendable, Action: Sendable>: @unchecked Sendable {
   private let lock = Lock()
   private var target: RootCore<State, Action>?
 
