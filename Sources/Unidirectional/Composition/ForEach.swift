@@ -37,13 +37,7 @@ extension Reducer {
       parent: self,
       element: element(),
       state: state,
-      action: AnyCasePath(
-        embed: { pair in
-          // NB: only the extracted embedding (with a template) is used; see `ForEachReducer`.
-          preconditionFailure("Not API: \(pair)")
-        },
-        extract: { $0[keyPath: path.value].map { ($0.id, $0.action) } }
-      ),
+      extract: { $0[keyPath: path.value].map { ($0.id, $0.action) } },
       embed: { template, id, elementAction in
         var parent = template
         parent[keyPath: path.value] = (id, elementAction)
@@ -72,7 +66,7 @@ extension Reducer {
       parent: self,
       element: element(),
       state: state,
-      action: action,
+      extract: { action.extract(from: $0) },
       embed: { _, id, elementAction in action.embed((id, elementAction)) },
       location: SourceLocation(fileID: fileID, filePath: filePath, line: line, column: column)
     )
@@ -87,14 +81,17 @@ where Element.State: Identifiable, Element.State.ID: Sendable {
   let parent: Parent
   let element: Element
   let state: WritableKeyPath<Parent.State, IdentifiedArrayOf<Element.State>>
-  let action: AnyCasePath<Parent.Action, (ElementID, Element.Action)>
+  /// The element id and action a parent action carries, if any.
+  let extract: @Sendable (Parent.Action) -> (ElementID, Element.Action)?
+  /// The parent action carrying an element action, written into the parent action that the
+  /// element's effect answers (a key path needs a parent action to write into).
   let embed: @Sendable (Parent.Action, ElementID, Element.Action) -> Parent.Action
   let location: SourceLocation
 
   public func reduce(into state: inout Parent.State, action: Parent.Action) -> Effect<Parent.Action> {
     let path = KeyPathID(self.state)
     var elementEffect = Effect<Parent.Action>.none
-    if let (id, elementAction) = self.action.extract(from: action) {
+    if let (id, elementAction) = self.extract(action) {
       if state[keyPath: self.state][id: id] != nil {
         let embed = self.embed
         elementEffect = self.element
