@@ -47,7 +47,7 @@ final class KeyPathEmbedder<Parent: Sendable, Child: Sendable>: Sendable {
   ///
   /// NB: inlinable, so building the case is specialized for the feature's types in its module.
   @inlinable
-  func embed(_ child: Child, template: Parent?) -> Parent? {
+  func embed(_ child: Child, template: () -> Parent?) -> Parent? {
     let tag = self.tag
     if tag >= 0 {
       return EnumLayout.make(Parent.self, tag: UInt32(tag), payload: child)
@@ -56,7 +56,7 @@ final class KeyPathEmbedder<Parent: Sendable, Child: Sendable>: Sendable {
   }
 
   @usableFromInline
-  func resolveAndEmbed(_ child: Child, template: Parent?) -> Parent? {
+  func resolveAndEmbed(_ child: Child, template: () -> Parent?) -> Parent? {
     if self.resolvedTag.load(ordering: .relaxed) == Self.unknown {
       for candidate in self.candidates {
         let parent = EnumLayout.make(Parent.self, tag: candidate, payload: child)
@@ -68,7 +68,7 @@ final class KeyPathEmbedder<Parent: Sendable, Child: Sendable>: Sendable {
       }
       self.resolvedTag.store(Self.noCase, ordering: .relaxed)
     }
-    guard var parent = template else { return nil }
+    guard var parent = template() else { return nil }
     parent[keyPath: self.path.value] = child
     // NB: a setter that only writes into its own case leaves another case untouched: sending
     // the unchanged template would send the wrong action.

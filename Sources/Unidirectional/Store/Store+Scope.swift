@@ -52,7 +52,7 @@ extension Store {
   @inlinable
   nonisolated func scope<ChildState: Sendable, ChildAction: Sendable>(
     state: WritableKeyPath<State, ChildState>,
-    embed: @escaping @Sendable (ChildAction, Action?) -> Action?
+    embed: @escaping @Sendable (ChildAction, () -> Action?) -> Action?
   ) -> Store<ChildState, ChildAction> {
     if let root = self.root {
       // The common case, scoping a root store: the scoped core's send path is formed here,
@@ -74,7 +74,7 @@ extension Store {
   @usableFromInline
   nonisolated func scopeThroughCore<ChildState: Sendable, ChildAction: Sendable>(
     state: WritableKeyPath<State, ChildState>,
-    embed: @escaping @Sendable (ChildAction, Action?) -> Action?
+    embed: @escaping @Sendable (ChildAction, () -> Action?) -> Action?
   ) -> Store<ChildState, ChildAction> {
     // Safety: the scoped core references this store's core; both are only used on the executor
     // the scoped store shares with this one, so handing it to the new store races with nothing.
@@ -95,8 +95,8 @@ final class ScopedCore<RootState: Sendable, RootAction: Sendable, State: Sendabl
   @usableFromInline let rootStore: Store<RootState, RootAction>
   @usableFromInline let root: RootCore<RootState, RootAction>
   @usableFromInline let statePath: SendableKeyPath<RootState, State>
-  /// Embeds a child action into a root action; the argument is the root's template action.
-  @usableFromInline let embed: @Sendable (Action, RootAction?) -> RootAction?
+  /// Embeds a child action into a root action; the function gives the root's template action.
+  @usableFromInline let embed: @Sendable (Action, () -> RootAction?) -> RootAction?
   /// `sendNow(_:location:)`, formed specialized by the inlinable `scope` (see
   /// `RootCore.sendPath` for why); `nil` for a scope of a scope, formed in the library.
   @usableFromInline let sendPath: ((ScopedCore, Action, SourceLocation) -> StoreTask)?
@@ -106,7 +106,7 @@ final class ScopedCore<RootState: Sendable, RootAction: Sendable, State: Sendabl
     rootStore: Store<RootState, RootAction>,
     root: RootCore<RootState, RootAction>,
     state: SendableKeyPath<RootState, State>,
-    embed: @escaping @Sendable (Action, RootAction?) -> RootAction?,
+    embed: @escaping @Sendable (Action, () -> RootAction?) -> RootAction?,
     sendPath: ((ScopedCore, Action, SourceLocation) -> StoreTask)? = nil
   ) {
     self.sendPath = sendPath
@@ -134,7 +134,9 @@ final class ScopedCore<RootState: Sendable, RootAction: Sendable, State: Sendabl
 
   @inlinable
   func sendNow(_ action: Action, location: SourceLocation) -> StoreTask {
-    guard let rootAction = self.embed(action, self.root.firstSentAction) else {
+    // NB: the template is read only by a key path that cannot build its case (see
+    // `KeyPathEmbedder`): passed as a function, so other sends do not copy it.
+    guard let rootAction = self.embed(action, { self.root.firstSentAction }) else {
       self.reportMissingTemplate(for: action, at: location)
       return StoreTask(nil)
     }
@@ -176,7 +178,7 @@ final class ScopedCore<RootState: Sendable, RootAction: Sendable, State: Sendabl
   override func scoped<ChildState: Sendable, ChildAction: Sendable>(
     by store: Store<State, Action>,
     state: WritableKeyPath<State, ChildState>,
-    embed: @escaping @Sendable (ChildAction, Action?) -> Action?
+    embed: @escaping @Sendable (ChildAction, () -> Action?) -> Action?
   ) -> StoreCore<ChildState, ChildAction> {
     let parentEmbed = self.embed
     return ScopedCore<RootState, RootAction, ChildState, ChildAction>(
@@ -185,7 +187,7 @@ final class ScopedCore<RootState: Sendable, RootAction: Sendable, State: Sendabl
       state: SendableKeyPath(self.statePath.value.appending(path: state)),
       embed: { child, rootTemplate in
         // NB: there is no template at this level: a key path embeds only through its case.
-        guard let action = embed(child, nil) else { return nil }
+        guard let action = embed(child, { nil }) else { return nil }
         return parentEmbed(action, rootTemplate)
       }
     )

@@ -42,7 +42,7 @@ class StoreCore<State: Sendable, Action: Sendable> {
   func scoped<ChildState: Sendable, ChildAction: Sendable>(
     by store: Store<State, Action>,
     state: WritableKeyPath<State, ChildState>,
-    embed: @escaping @Sendable (ChildAction, Action?) -> Action?
+    embed: @escaping @Sendable (ChildAction, () -> Action?) -> Action?
   ) -> StoreCore<ChildState, ChildAction> {
     preconditionFailure("Not API: overridden by every core.")
   }
@@ -369,7 +369,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
   override func scoped<ChildState: Sendable, ChildAction: Sendable>(
     by store: Store<State, Action>,
     state: WritableKeyPath<State, ChildState>,
-    embed: @escaping @Sendable (ChildAction, Action?) -> Action?
+    embed: @escaping @Sendable (ChildAction, () -> Action?) -> Action?
   ) -> StoreCore<ChildState, ChildAction> {
     ScopedCore(rootStore: store, root: self, state: SendableKeyPath(state), embed: embed)
   }
