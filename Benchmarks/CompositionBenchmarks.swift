@@ -27,8 +27,8 @@ func compositionBenchmarks() -> [Benchmark] {
       await level10.send(.child(.child(.child(.child(.child(.child(.child(.child(.child(.child(.increment)))))))))))
     },
   ]
-  let parent = Store(initialState: Nested.state(depth: 1)) { Nested(depth: 1) }
-  let scoped = parent.scope(state: \.child, action: Nested.Action.child)
+  let host = Store(initialState: Host.State()) { Host() }
+  let scoped = host.scope(state: \.child, action: Host.Action.child)
   benchmarks.append(
     Benchmark(
       name: "send through a scoped store",
@@ -37,24 +37,6 @@ func compositionBenchmarks() -> [Benchmark] {
       target: 1.5,
       run: {
         for _ in 0..<100_000 { await scoped.send(.increment) }
-      },
-      floor: {
-        // NB: the same work minus the scoping: `.child(.increment)` (an indirect case, so it
-        // allocates) sent to the parent directly.
-        for _ in 0..<100_000 { await parent.send(.child(.increment)) }
-      }
-    )
-  )
-  let host = Store(initialState: Host.State()) { Host() }
-  let keyPathScoped = host.scope(state: \.child, action: \.child)
-  benchmarks.append(
-    Benchmark(
-      name: "send through a key-path scoped store",
-      floorName: "the parent's send of the same embedded action",
-      operations: 100_000,
-      target: 1.5,
-      run: {
-        for _ in 0..<100_000 { await keyPathScoped.send(.increment) }
       },
       floor: {
         for _ in 0..<100_000 { await host.send(.child(.increment)) }

@@ -75,55 +75,7 @@ func makeStore() -> StoreOf<BenchFeature> {
 /// How many `.park` effects have started.
 let parkedEffects = LockIsolated(0)
 
-/// A feature nested `depth` levels deep, for the scope benchmarks.
-struct Nested: Reducer {
-  struct State: Sendable {
-    var count = 0
-    var children: [State] = []
-
-    /// The nested state (a property, so its key path is a constant with no arguments; `_modify`
-    /// so writing through it does not copy, as with a stored property).
-    var child: State {
-      get { self.children[0] }
-      _modify { yield &self.children[0] }
-    }
-  }
-
-  indirect enum Action: Sendable {
-    case increment
-    case child(Action)
-
-    var child: Action? {
-      get { if case .child(let action) = self { action } else { nil } }
-      set { if let newValue { self = .child(newValue) } }
-    }
-  }
-
-  let depth: Int
-
-  func reduce(into state: inout State, action: Action) -> Effect<Action> {
-    switch action {
-    case .increment:
-      state.count &+= 1
-      return .none
-    case .child(let childAction):
-      guard self.depth > 0, !state.children.isEmpty else { return .none }
-      return Scope(state: \State.child, action: \Action.child) { Nested(depth: self.depth - 1) }
-        .reduce(into: &state, action: .child(childAction))
-    }
-  }
-
-  static func state(depth: Int) -> State {
-    depth == 0 ? State() : State(children: [Self.state(depth: depth - 1)])
-  }
-
-  static func action(depth: Int) -> Action {
-    depth == 0 ? .increment : .child(Self.action(depth: depth - 1))
-  }
-}
-
-/// A parent with one child case that is not `indirect`: what a key-path scoped store embeds by
-/// building the enum case from metadata.
+/// A parent with one child case that is not `indirect` (so embedding allocates nothing).
 struct Host: Reducer {
   struct State: Sendable {
     var child = BenchFeature.State()

@@ -179,12 +179,15 @@ private struct Parent: Reducer {
     #expect(task.isFinished)
     #expect(store.liveEffectCount == 0)
 
-    let keyPathChild = store.scope(state: \.child, action: \.child)
-    await executor.perform { await keyPathChild.send(.increment) }
+    let casePathChild = store.scope(
+      state: \.child,
+      action: AnyCasePath(embed: Parent.Action.child, extract: { $0.child })
+    )
+    await executor.perform { await casePathChild.send(.increment) }
     #expect(await executor.perform { await store.state.child.count } == 4)
   }
 
-  @Test func aKeyPathScopedStoresFirstSendStartsEffectsItsTaskCancels() async {
+  @Test func aScopedStoresFirstSendStartsEffectsItsTaskCancels() async {
     let executor = ManualExecutor()
     let clock = TestClock()
     let store = Store(
@@ -193,7 +196,7 @@ private struct Parent: Reducer {
       configuration: StoreConfiguration(executorPreference: executor)
     )
     defer { tearDown(store, on: executor) }
-    let child = store.scope(state: \.child, action: \.child)
+    let child = store.scope(state: \.child, action: { .child($0) })
     let task = await executor.perform { await child.send(.startTimer) }
     await clock.advance(by: .seconds(2))
     #expect(await executor.perform { await child.state.count } == 2)

@@ -42,7 +42,7 @@ class StoreCore<State: Sendable, Action: Sendable> {
   func scoped<ChildState: Sendable, ChildAction: Sendable>(
     by store: Store<State, Action>,
     state: WritableKeyPath<State, ChildState>,
-    embed: @escaping @Sendable (ChildAction, () -> Action?) -> Action?
+    embed: @escaping @Sendable (ChildAction) -> Action
   ) -> StoreCore<ChildState, ChildAction> {
     preconditionFailure("Not API: overridden by every core.")
   }
@@ -92,9 +92,6 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
   @usableFromInline @exclusivity(unchecked) var isAttached = false
   /// Actions passed to `send` so far (orders effect origins in diagnostics).
   @usableFromInline @exclusivity(unchecked) var sendCount = 0
-  /// The first action passed to `send`: the template a key-path-scoped store writes into when
-  /// it cannot build its enum case (see `KeyPathEmbedder`).
-  @usableFromInline @exclusivity(unchecked) var firstSentAction: Action?
   /// `sendNow(_:location:)` and `receiveNow(_:from:)`, as closures formed where the store was
   /// created (`make`): there they are specialized for the concrete `State` and `Action`.
   /// Actor methods are not specialized across modules when called from outside the actor, but
@@ -213,11 +210,6 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
       return StoreTask(nil)
     }
     self.sendCount &+= 1
-    if self.sendCount == 1 {
-      // NB: only the first action is kept: any action of the right type is a valid template
-      // for key-path embedding, and keeping one per send would cost a copy per action.
-      self.firstSentAction = action
-    }
     self.process(action, origin: .send)
     let lifetime = self.scheduler.submit()
     if self.recordsOrigins, let lifetime {
@@ -369,7 +361,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore<State, Action
   override func scoped<ChildState: Sendable, ChildAction: Sendable>(
     by store: Store<State, Action>,
     state: WritableKeyPath<State, ChildState>,
-    embed: @escaping @Sendable (ChildAction, () -> Action?) -> Action?
+    embed: @escaping @Sendable (ChildAction) -> Action
   ) -> StoreCore<ChildState, ChildAction> {
     ScopedCore(rootStore: store, root: self, state: SendableKeyPath(state), embed: embed)
   }
