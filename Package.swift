@@ -12,7 +12,8 @@ let package = Package(
     .executable(name: "effects-basics", targets: ["EffectsBasics"]),
   ],
   targets: [
-    .target(name: "Unidirectional"),
+    .target(name: "CUnidirectional"),
+    .target(name: "Unidirectional", dependencies: ["CUnidirectional"]),
     .target(name: "UnidirectionalTesting", dependencies: ["Unidirectional"]),
     .target(name: "ExampleFeatures", dependencies: ["Unidirectional"], path: "Sources/Examples/ExampleFeatures"),
     .executableTarget(
@@ -52,7 +53,8 @@ let package = Package(
   swiftLanguageModes: [.v6]
 )
 
-for target in package.targets where !["CMallocStats", "CAllocationCounter"].contains(target.name) {
+for target in package.targets
+where !["CMallocStats", "CAllocationCounter", "CUnidirectional"].contains(target.name) {
   target.swiftSettings = (target.swiftSettings ?? []) + [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("ImmutableWeakCaptures"),

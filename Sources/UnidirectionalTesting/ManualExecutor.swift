@@ -17,29 +17,42 @@ import Unidirectional
 /// > Important: Task executor preferences are held unowned by the runtime. Keep the executor
 /// > alive while any task may still enqueue on it; the stores, tasks and sleepers that use it
 /// > hold it strongly for that reason.
-///
-/// Safety: every `var` is read and written only while `lock` is held.
-package final class ManualExecutor: SerialExecutor, TaskExecutor, ManualDrainer,
-  @unchecked Sendable
-{
-  private let lock = Lock()
-  private var jobs: [UnownedJob] = []
-  private var head = 0
-  private var drainingThread: pthread_t?
-  private var arrivalWaiters: [UnsafeContinuation<Void, Never>] = []
-  private var jobsRunCount = 0
-  /// Set by ``wakeJobWaiters()``: later waits return at once until ``resetWaitTimeout()``.
-  private var waitTimedOut = false
+package final class ManualExecutor: SerialExecutor, TaskExecutor, ManualDrainer, Sendable {
+  private struct Queue: Sendable {
+    var jobs: [UnownedJob] = []
+    var head = 0
+    var drainingThread: pthread_t?
+    var arrivalWaiters: [UnsafeContinuation<Void, Never>] = []
+    var jobsRun = 0
+    /// Set by ``wakeJobWaiters()``: later waits return at once until ``resetWaitTimeout()``.
+    var waitTimedOut = false
+
+    var pendingCount: Int { self.jobs.count - self.head }
+
+    mutating func popFirst() -> UnownedJob? {
+      guard self.head < self.jobs.count else { return nil }
+      let job = self.jobs[self.head]
+      self.head += 1
+      if self.head == self.jobs.count {
+        self.jobs.removeAll(keepingCapacity: true)
+        self.head = 0
+      }
+      self.jobsRun += 1
+      return job
+    }
+  }
+
+  private let queue = LockedBox(Queue())
 
   package init() {}
 
   package func enqueue(_ job: consuming ExecutorJob) {
     let job = UnownedJob(job)
-    self.lock.lock()
-    self.jobs.append(job)
-    let waiters = self.arrivalWaiters
-    self.arrivalWaiters = []
-    self.lock.unlock()
+    let waiters = self.queue.withLock { queue in
+      queue.jobs.append(job)
+      defer { queue.arrivalWaiters = [] }
+      return queue.arrivalWaiters
+    }
     for waiter in waiters { waiter.resume() }
   }
 
@@ -57,20 +70,20 @@ package final class ManualExecutor: SerialExecutor, TaskExecutor, ManualDrainer,
 
   /// Whether a drain is running on the calling thread.
   package var isDrainingOnCurrentThread: Bool {
-    self.lock.withLock {
-      guard let thread = self.drainingThread else { return false }
+    self.queue.withLock { queue in
+      guard let thread = queue.drainingThread else { return false }
       return pthread_equal(thread, pthread_self()) != 0
     }
   }
 
   /// The number of jobs waiting to run.
   package var pendingJobCount: Int {
-    self.lock.withLock { self.jobs.count - self.head }
+    self.queue.withLock { $0.pendingCount }
   }
 
   /// The number of jobs run so far.
   package var jobsRun: Int {
-    self.lock.withLock { self.jobsRunCount }
+    self.queue.withLock { $0.jobsRun }
   }
 
   /// Runs jobs, in order, until none is left (including jobs enqueued by the jobs it runs).
@@ -78,48 +91,41 @@ package final class ManualExecutor: SerialExecutor, TaskExecutor, ManualDrainer,
   /// A call from inside one of this executor's own jobs returns at once: the outer drain runs
   /// whatever that job enqueued.
   package func drainUntilIdle() {
-    self.lock.lock()
-    if let thread = self.drainingThread {
-      let nested = pthread_equal(thread, pthread_self()) != 0
-      self.lock.unlock()
-      precondition(nested, "ManualExecutor drained from two threads at once.")
-      return
-    }
-    self.drainingThread = pthread_self()
-    while self.head < self.jobs.count {
-      let job = self.jobs[self.head]
-      self.head += 1
-      if self.head == self.jobs.count {
-        self.jobs.removeAll(keepingCapacity: true)
-        self.head = 0
+    let start = self.queue.withLock { queue -> Bool? in
+      if let thread = queue.drainingThread {
+        return pthread_equal(thread, pthread_self()) != 0 ? false : nil
       }
-      self.jobsRunCount += 1
-      self.lock.unlock()
+      queue.drainingThread = pthread_self()
+      return true
+    }
+    guard let start else {
+      preconditionFailure("ManualExecutor drained from two threads at once.")
+    }
+    guard start else { return }
+    while let job = self.queue.withLock({ $0.popFirst() }) {
       job.runSynchronously(
         isolatedTo: self.asUnownedSerialExecutor(),
         taskExecutor: self.asUnownedTaskExecutor()
       )
-      self.lock.lock()
     }
-    self.drainingThread = nil
-    self.lock.unlock()
+    self.queue.withLock { $0.drainingThread = nil }
   }
 
   /// Runs the pending job at `offset` (0 is the oldest) on the calling thread, out of order:
   /// for tests that explore every order in which ready jobs could run.
   package func runPendingJob(at offset: Int) {
-    self.lock.lock()
-    precondition(self.drainingThread == nil, "runPendingJob(at:) called during a drain.")
-    precondition(offset < self.jobs.count - self.head, "No pending job at \(offset).")
-    let job = self.jobs.remove(at: self.head + offset)
-    self.drainingThread = pthread_self()
-    self.jobsRunCount += 1
-    self.lock.unlock()
+    let job = self.queue.withLock { queue -> UnownedJob in
+      precondition(queue.drainingThread == nil, "runPendingJob(at:) called during a drain.")
+      precondition(offset < queue.pendingCount, "No pending job at \(offset).")
+      queue.drainingThread = pthread_self()
+      queue.jobsRun += 1
+      return queue.jobs.remove(at: queue.head + offset)
+    }
     job.runSynchronously(
       isolatedTo: self.asUnownedSerialExecutor(),
       taskExecutor: self.asUnownedTaskExecutor()
     )
-    self.lock.withLock { self.drainingThread = nil }
+    self.queue.withLock { $0.drainingThread = nil }
   }
 
   /// Suspends until a job is enqueued (returns at once if one is waiting).
@@ -129,31 +135,29 @@ package final class ManualExecutor: SerialExecutor, TaskExecutor, ManualDrainer,
   package func waitForJob() async {
     // NB: the lock is never held across the suspension point.
     await withUnsafeContinuation { continuation in
-      self.lock.lock()
-      if self.head < self.jobs.count || self.waitTimedOut {
-        self.lock.unlock()
-        continuation.resume()
-      } else {
-        self.arrivalWaiters.append(continuation)
-        self.lock.unlock()
+      let resumeNow = self.queue.withLock { queue -> Bool in
+        if queue.pendingCount > 0 || queue.waitTimedOut { return true }
+        queue.arrivalWaiters.append(continuation)
+        return false
       }
+      if resumeNow { continuation.resume() }
     }
   }
 
   /// Resumes every task suspended in ``waitForJob()``, and makes later calls return at once
   /// until ``resetWaitTimeout()`` (used when a wait times out).
   package func wakeJobWaiters() {
-    self.lock.lock()
-    self.waitTimedOut = true
-    let waiters = self.arrivalWaiters
-    self.arrivalWaiters = []
-    self.lock.unlock()
+    let waiters = self.queue.withLock { queue in
+      queue.waitTimedOut = true
+      defer { queue.arrivalWaiters = [] }
+      return queue.arrivalWaiters
+    }
     for waiter in waiters { waiter.resume() }
   }
 
   /// Lets ``waitForJob()`` suspend again after ``wakeJobWaiters()``.
   package func resetWaitTimeout() {
-    self.lock.withLock { self.waitTimedOut = false }
+    self.queue.withLock { $0.waitTimedOut = false }
   }
 
   /// Drains, and whenever work outside this executor enqueues a job, drains again, until

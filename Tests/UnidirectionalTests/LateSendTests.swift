@@ -1,7 +1,8 @@
 import Testing
 import Unidirectional
+import UnidirectionalTesting
 
-/// A `Send` kept past its effect (a misuse): never a crash, and it keeps nothing alive.
+/// A `Send` kept past its effect (a misuse): reported, never a crash, and it keeps nothing alive.
 @Suite struct LateSendTests {
   private enum Action: Sendable, Equatable {
     case start
@@ -28,20 +29,46 @@ import Unidirectional
     }
   }
 
+  @Test func aSendUsedAfterItsEffectReturnedIsReportedAndDropped() async {
+    let kept = LockIsolated<Send<Action>?>(nil)
+    let (actions, issues) = await collectingIssues {
+      let store = Store(initialState: State(token: Token(released: LockIsolated(false)))) {
+        Self.feature(keeping: kept)
+      }
+      await store.send(.start).finish()
+      await kept.value?(.late)
+      return await store.state.actions
+    }
+    #expect(issues.map(\.message.firstLine) == ["An action was sent from a completed effect."])
+    #expect(issues.first?.message.contains("Action:\n    .late") == true)
+    #expect(actions == [.start])
+  }
+
   @Test func aSendUsedAfterItsStoreWasReleasedDoesNotCrash() async {
     let kept = LockIsolated<Send<Action>?>(nil)
     let stateReleased = LockIsolated(false)
+    let executor = ManualExecutor()
     weak var released: Store<State, Action>?
     do {
       let state = State(token: Token(released: stateReleased))
-      let store = Store(initialState: state) { Self.feature(keeping: kept) }
+      let store = Store(
+        initialState: state,
+        reducer: Self.feature(keeping: kept),
+        configuration: StoreConfiguration(executorPreference: executor)
+      )
       released = store
-      await store.send(.start).finish()
+      await executor.perform { await store.send(.start).finish() }
     }
     #expect(released == nil)
-    await kept.value?(.late)
-    kept.setValue(nil)
+    // Releasing the store shut its effects down; once its root task has ended (drained here),
+    // the core and its state are freed.
+    executor.drainUntilIdle()
     #expect(stateReleased.value)
+    let (_, issues) = await collectingIssues {
+      await kept.value?(.late)
+    }
+    kept.setValue(nil)
+    #expect(issues.map(\.message.firstLine) == ["An action was sent from a completed effect."])
   }
 
   /// The store's reducer keeps the `Send`, which refers back to the store's core: releasing the
@@ -49,12 +76,24 @@ import Unidirectional
   @Test func aSendKeptByTheReducerDoesNotKeepTheStoresStateAlive() async {
     let kept = LockIsolated<Send<Action>?>(nil)
     let stateReleased = LockIsolated(false)
+    let executor = ManualExecutor()
     do {
       let state = State(token: Token(released: stateReleased))
-      let store = Store(initialState: state) { Self.feature(keeping: kept) }
-      await store.send(.start).finish()
+      let store = Store(
+        initialState: state,
+        reducer: Self.feature(keeping: kept),
+        configuration: StoreConfiguration(executorPreference: executor)
+      )
+      await executor.perform { await store.send(.start).finish() }
     }
+    executor.drainUntilIdle()
     #expect(kept.value != nil)
     #expect(stateReleased.value)
+  }
+}
+
+extension String {
+  fileprivate var firstLine: Substring {
+    self.split(separator: "\n", maxSplits: 1).first ?? ""
   }
 }

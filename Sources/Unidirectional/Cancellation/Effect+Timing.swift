@@ -69,8 +69,15 @@ extension Effect {
     let key = CancelKey(id)
     let effect = self
     return Self(
-      operation: .deferred { runtime in
-        throttled(effect, key: key, interval: interval, clock: clock, latest: latest, runtime: runtime)
+      operation: .deferred { supervisor in
+        throttled(
+          effect,
+          key: key,
+          interval: interval,
+          clock: clock,
+          latest: latest,
+          supervisor: supervisor
+        )
       }
     )
   }
@@ -88,10 +95,10 @@ private func throttled<Action: Sendable, C: Clock<Duration>>(
   interval: Duration,
   clock: C,
   latest: Bool,
-  runtime: EffectRuntime
+  supervisor: EffectSupervisor
 ) -> Effect<Action> {
   let now = clock.now
-  let decision = runtime.withThrottleState(for: key) { state -> ThrottleDecision in
+  let decision = supervisor.withThrottleState(for: key) { state -> ThrottleDecision in
     guard let last = state.lastRun as? C.Instant else {
       state = ThrottleState(lastRun: now, isHolding: false)
       return .runNow
@@ -118,7 +125,7 @@ private func throttled<Action: Sendable, C: Clock<Duration>>(
     .run { _ in
       try await clock.sleep(for: wait)
       let ranAt = clock.now
-      runtime.withThrottleState(for: key) { state in
+      supervisor.withThrottleState(for: key) { state in
         state = ThrottleState(lastRun: ranAt, isHolding: false)
       }
     },
@@ -134,11 +141,9 @@ private enum ThrottleDecision {
 }
 
 /// What a store remembers about one throttle id.
-///
-/// Safety: `lastRun` holds a clock's `Instant`, which is `Sendable` by `InstantProtocol`'s
-/// requirement; it is typed `Any` only to be stored independently of the clock's type.
-struct ThrottleState: @unchecked Sendable {
-  var lastRun: Any
+struct ThrottleState: Sendable {
+  /// When the last effect ran, on the throttle's clock (`()` before the first).
+  var lastRun: any Sendable
   /// Whether an effect is held back until the interval ends.
   var isHolding: Bool
 }

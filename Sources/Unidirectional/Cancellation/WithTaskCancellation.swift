@@ -27,23 +27,24 @@ public func withTaskCancellation<ID: Hashable & Sendable, T: Sendable>(
   cancelInFlight: Bool = false,
   operation: @escaping @Sendable () async throws -> T
 ) async throws -> T {
-  guard let runtime = EffectRuntime.current else {
+  guard let supervisor = EffectSupervisor.current else {
     return try await operation()
   }
   let key = CancelKey(id)
-  if cancelInFlight {
-    runtime.cancel([key])
-  }
-  let box = runtime.makeBox(keys: [key], lifetime: EffectLifetime(runtime: runtime))
+  let token = EffectToken(lifetime: nil)
+  var steps: [PlanStep] = cancelInFlight ? [.cancel([key])] : []
+  steps.append(.register(token, [key]))
+  var noJobs: [any EffectJob] = []
+  supervisor.apply(&steps, jobs: &noJobs)
   return try await withThrowingTaskGroup(of: T.self) { group in
     group.addTask {
-      guard runtime.start(box) else { throw CancellationError() }
+      guard supervisor.start(token) else { throw CancellationError() }
       do {
         let value = try await operation()
-        await runtime.finish(box)
+        await supervisor.finish(token)
         return value
       } catch {
-        await runtime.finish(box)
+        await supervisor.finish(token)
         throw error
       }
     }

@@ -40,11 +40,11 @@ public final class ImmediateClock: Clock, Sendable {
     }
   }
 
-  private let current: LockedValue<Instant>
+  private let current: LockedBox<Instant>
 
   /// Creates a clock whose `now` starts at `now`.
   public init(now: Instant = Instant()) {
-    self.current = LockedValue(now)
+    self.current = LockedBox(now)
   }
 
   /// The current instant: the start plus every duration slept so far.

@@ -24,9 +24,9 @@
 /// the due sleepers synchronously in deadline order but cannot know when the resumed tasks have
 /// run; a sleep those tasks schedule later is only seen by the next advance.
 ///
-/// Thread safety: all of its state is guarded by one lock (every `var` is read and written only
-/// while it is held), so tasks on any executor can share one clock.
-public final class TestClock: Clock, @unchecked Sendable {
+/// Thread safety: all of its state is guarded by one lock, so tasks on any executor can share
+/// one clock.
+public final class TestClock: Clock, Sendable {
   /// A point in time on a ``TestClock``: the offset from its start.
   public struct Instant: InstantProtocol, Hashable, Sendable {
     /// The time since the clock's start.
@@ -53,28 +53,39 @@ public final class TestClock: Clock, @unchecked Sendable {
     }
   }
 
-  private let lock = Lock()
-  private var current: Instant
-  private var nextSequence = 0
-  private var sleepers: [Int: Sleeper] = [:]
-  private var queue = SleeperHeap()
-  /// Sleeps between taking a sequence number and registering; `true` once cancelled.
-  private var registering: [Int: Bool] = [:]
+  /// Everything the clock knows, behind one lock.
+  private struct Timeline: Sendable {
+    var now: Instant
+    var nextSequence = 0
+    var sleepers: [Int: Sleeper] = [:]
+    var queue = SleeperHeap()
+    /// Sleeps between taking a sequence number and registering; `true` once cancelled.
+    var registering: [Int: Bool] = [:]
 
-  private struct Sleeper {
+    /// Drops heap entries of cancelled sleepers.
+    mutating func dropStale() {
+      while let first = self.queue.peek(), self.sleepers[first.sequence] == nil {
+        self.queue.pop()
+      }
+    }
+  }
+
+  private struct Sleeper: Sendable {
     var deadline: Instant
     var continuation: UnsafeContinuation<Void, any Error>
     var drainer: (any ManualDrainer)?
   }
 
+  private let timeline: LockedBox<Timeline>
+
   /// Creates a clock whose `now` starts at `now` (zero by default).
   public init(now: Instant = Instant()) {
-    self.current = now
+    self.timeline = LockedBox(Timeline(now: now))
   }
 
   /// The current instant.
   public var now: Instant {
-    self.lock.withLock { self.current }
+    self.timeline.withLock { $0.now }
   }
 
   /// The clock has no resolution limit.
@@ -84,7 +95,7 @@ public final class TestClock: Clock, @unchecked Sendable {
 
   /// The number of tasks sleeping on this clock.
   public var sleeperCount: Int {
-    self.lock.withLock { self.sleepers.count }
+    self.timeline.withLock { $0.sleepers.count }
   }
 
   /// Suspends until the clock is advanced to `deadline`; returns at once if it has passed.
@@ -93,51 +104,43 @@ public final class TestClock: Clock, @unchecked Sendable {
   public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
     try Task.checkCancellation()
     let drainer = TestExecution.drainer
-    let sequence = self.lock.withLock { () -> Int in
-      defer { self.nextSequence += 1 }
-      self.registering[self.nextSequence] = false
-      return self.nextSequence
+    let sequence = self.timeline.withLock { timeline -> Int in
+      defer { timeline.nextSequence += 1 }
+      timeline.registering[timeline.nextSequence] = false
+      return timeline.nextSequence
     }
     try await withTaskCancellationHandler {
       try await withUnsafeThrowingContinuation {
         (continuation: UnsafeContinuation<Void, any Error>) in
-        self.lock.lock()
-        let cancelled = self.registering.removeValue(forKey: sequence) ?? false
-        if cancelled {
-          self.lock.unlock()
-          continuation.resume(throwing: CancellationError())
-          return
+        let outcome = self.timeline.withLock { timeline -> Result<Void, CancellationError>? in
+          let cancelled = timeline.registering.removeValue(forKey: sequence) ?? false
+          if cancelled { return .failure(CancellationError()) }
+          if deadline <= timeline.now { return .success(()) }
+          timeline.sleepers[sequence] = Sleeper(
+            deadline: deadline,
+            continuation: continuation,
+            drainer: drainer
+          )
+          timeline.queue.push(deadline: deadline.offset, sequence: sequence)
+          return nil
         }
-        if deadline <= self.current {
-          self.lock.unlock()
-          continuation.resume()
-          return
-        }
-        self.sleepers[sequence] = Sleeper(
-          deadline: deadline,
-          continuation: continuation,
-          drainer: drainer
-        )
-        self.queue.push(deadline: deadline.offset, sequence: sequence)
-        self.lock.unlock()
+        if let outcome { continuation.resume(with: outcome) }
       }
     } onCancel: {
-      self.lock.lock()
-      if let sleeper = self.sleepers.removeValue(forKey: sequence) {
-        self.lock.unlock()
-        sleeper.continuation.resume(throwing: CancellationError())
-        return
+      let sleeper = self.timeline.withLock { timeline -> Sleeper? in
+        if let sleeper = timeline.sleepers.removeValue(forKey: sequence) { return sleeper }
+        if timeline.registering[sequence] != nil {
+          timeline.registering[sequence] = true
+        }
+        return nil
       }
-      if self.registering[sequence] != nil {
-        self.registering[sequence] = true
-      }
-      self.lock.unlock()
+      sleeper?.continuation.resume(throwing: CancellationError())
     }
   }
 
   /// Moves time forward by `duration`, waking every sleeper due in the span in order.
   public func advance(by duration: Duration = .zero) async {
-    let target = self.lock.withLock { self.current.advanced(by: duration) }
+    let target = self.timeline.withLock { $0.now.advanced(by: duration) }
     await self.advance(to: target)
   }
 
@@ -149,8 +152,8 @@ public final class TestClock: Clock, @unchecked Sendable {
       sleeper.continuation.resume()
       sleeper.drainer?.drainUntilIdle()
     }
-    self.lock.withLock {
-      if self.current < deadline { self.current = deadline }
+    self.timeline.withLock { timeline in
+      if timeline.now < deadline { timeline.now = deadline }
     }
   }
 
@@ -191,35 +194,32 @@ public final class TestClock: Clock, @unchecked Sendable {
   // MARK: - Private
 
   private func nextDeadline() -> Instant? {
-    self.lock.withLock {
-      self.dropStale()
-      return self.queue.peek().map { Instant(offset: $0.deadline) }
+    self.timeline.withLock { timeline in
+      timeline.dropStale()
+      return timeline.queue.peek().map { Instant(offset: $0.deadline) }
     }
   }
 
   /// Removes the earliest sleeper due by `deadline` and moves `now` to its deadline.
   private func popSleeper(dueBy deadline: Instant) -> Sleeper? {
-    self.lock.withLock {
-      self.dropStale()
-      guard let first = self.queue.peek(), first.deadline <= deadline.offset else { return nil }
-      self.queue.pop()
-      guard let sleeper = self.sleepers.removeValue(forKey: first.sequence) else { return nil }
-      if self.current < sleeper.deadline { self.current = sleeper.deadline }
+    self.timeline.withLock { timeline in
+      timeline.dropStale()
+      guard let first = timeline.queue.peek(), first.deadline <= deadline.offset else {
+        return nil
+      }
+      timeline.queue.pop()
+      guard let sleeper = timeline.sleepers.removeValue(forKey: first.sequence) else {
+        return nil
+      }
+      if timeline.now < sleeper.deadline { timeline.now = sleeper.deadline }
       return sleeper
-    }
-  }
-
-  /// Drops heap entries of cancelled sleepers.
-  private func dropStale() {
-    while let first = self.queue.peek(), self.sleepers[first.sequence] == nil {
-      self.queue.pop()
     }
   }
 }
 
 /// A binary min-heap of (deadline, sequence): deadline order, ties in the order they slept.
-struct SleeperHeap {
-  struct Entry {
+struct SleeperHeap: Sendable {
+  struct Entry: Sendable {
     var deadline: Duration
     var sequence: Int
 

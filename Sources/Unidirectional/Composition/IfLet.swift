@@ -111,15 +111,3 @@ struct KeyPathID: Hashable, @unchecked Sendable {
   }
 }
 
-extension SourceLocation {
-  /// Reports an issue at this location.
-  func report(_ message: String) {
-    reportIssue(
-      message,
-      fileID: "\(self.fileID)",
-      filePath: "\(self.filePath)",
-      line: Int(self.line),
-      column: Int(self.column)
-    )
-  }
-}

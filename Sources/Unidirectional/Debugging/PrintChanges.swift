@@ -57,7 +57,7 @@ public struct PrintChangesReducer<Base: Reducer>: Reducer where Base.State: Send
 /// Formats and prints entries in order on one background task per burst.
 final class ChangePrinter: Sendable {
   private let printer: @Sendable (String) -> Void
-  private let queue = LockedValue(Queue())
+  private let queue = LockedBox(Queue())
 
   private struct Queue {
     var pending: [@Sendable () -> String] = []

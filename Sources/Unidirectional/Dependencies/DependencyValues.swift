@@ -29,6 +29,10 @@ public struct DependencyValues: Sendable {
   /// Which default values unset dependencies take.
   public var context: DependencyContext = .live
 
+  /// Where cancellation identifiers made now live: the `ifLet`/`forEach` child whose reducer is
+  /// running (see ``CancelScope``).
+  var cancelScope: CancelScope?
+
   /// Dependencies with nothing overridden, in the live context.
   public init() {}
 
@@ -38,12 +42,30 @@ public struct DependencyValues: Sendable {
     DependencyValues.current
   }
 
-  /// The dependencies in force for the current task.
-  @TaskLocal package static var current = DependencyValues()
+  /// The dependencies in force: those of the store whose reducer is running on this thread, or
+  /// else the current task's.
+  package static var current: DependencyValues {
+    if let box = ReducerDependencies.current { return box.values }
+    return Self.$taskValues.get()
+  }
 
-  /// Whether nothing is overridden and the context is live (the store then skips binding).
+  /// Runs `operation` with `values` in force (the store's initializer uses it to make the
+  /// initial state and the reducer under the store's dependencies).
+  @usableFromInline
+  static func withValues<R>(_ values: DependencyValues, _ operation: () throws -> R) rethrows -> R {
+    if ReducerDependencies.current != nil {
+      return try ReducerDependencies.with(values, operation)
+    }
+    return try Self.$taskValues.withValue(values, operation: operation)
+  }
+
+  /// The dependencies bound to the current task (`withDependencies`, effect bodies).
+  @TaskLocal static var taskValues = DependencyValues()
+
+  /// Whether nothing is overridden, the context is live and no child scope is set (effects then
+  /// skip binding them).
   var isDefault: Bool {
-    self.storage.isEmpty && self.context == .live
+    self.storage.isEmpty && self.context == .live && self.cancelScope == nil
   }
 
   /// The value of a dependency: the override if there is one, otherwise the key's default for
@@ -72,7 +94,7 @@ public struct DependencyValues: Sendable {
     if self.isDefault, DependencyValues.current.isDefault {
       return await operation()
     }
-    return await DependencyValues.$current.withValue(self, operation: operation)
+    return await DependencyValues.$taskValues.withValue(self, operation: operation)
   }
 }
 
@@ -144,7 +166,11 @@ public func withDependencies<R>(
 ) rethrows -> R {
   var dependencies = DependencyValues.current
   try update(&dependencies)
-  return try DependencyValues.$current.withValue(dependencies, operation: operation)
+  if ReducerDependencies.current != nil {
+    // Inside a running reducer: swap the thread's dependencies (a reducer never suspends).
+    return try ReducerDependencies.with(dependencies, operation)
+  }
+  return try DependencyValues.$taskValues.withValue(dependencies, operation: operation)
 }
 
 /// Runs `operation` with dependencies changed by `update`, on top of the ones in force.
@@ -155,5 +181,5 @@ public func withDependencies<R>(
 ) async rethrows -> R {
   var dependencies = DependencyValues.current
   try update(&dependencies)
-  return try await DependencyValues.$current.withValue(dependencies, operation: operation)
+  return try await DependencyValues.$taskValues.withValue(dependencies, operation: operation)
 }

@@ -46,46 +46,51 @@ extension Effect: AsyncSequence {
 @available(*, unavailable)
 extension Effect.Iterator: Sendable {}
 
-/// One run of an effect outside a store: its own runtime, and one task owning the work.
+/// One run of an effect outside a store: its own supervisor, and one task owning the work.
 final class StandaloneEffectRun<Action: Sendable>: Sendable {
   let actions: AsyncStream<Action>
-  private let runtime: EffectRuntime
+  private let supervisor: EffectSupervisor
   private let task: Task<Void, Never>?
 
   init(effect: Effect<Action>) {
     let (actions, continuation) = AsyncStream.makeStream(of: Action.self)
-    let runtime = EffectRuntime(
-      executorPreference: nil,
-      reporter: IssueReporter.current,
-      dependencies: DependencyValues.current
-    )
-    var scheduler = EffectScheduler<Action>(runtime: runtime) { action, box in
-      guard !box.isCancelled else { return }
+    let supervisor = EffectSupervisor(executorPreference: nil, reporter: IssueReporter.current)
+    let delivery = EffectDelivery<Action> { action, token in
+      guard !token.isCancelled else { return }
       continuation.yield(action)
     }
-    scheduler.schedule(effect) { action, box in
-      if let box {
-        if !box.isCancelled { continuation.yield(action) }
-        runtime.complete(box)
+    var planner = EffectPlanner<Action>()
+    var sends: [(Action, EffectToken?)] = []
+    planner.plan(effect, delivery: delivery, supervisor: supervisor) { action, token in
+      sends.append((action, token))
+    }
+    let jobs = planner.jobs
+    planner.jobs = []
+    var noJobs: [any EffectJob] = []
+    supervisor.apply(&planner.steps, jobs: &noJobs)
+    for (action, token) in sends {
+      if let token {
+        if !token.isCancelled { continuation.yield(action) }
+        supervisor.complete(token)
       } else {
         continuation.yield(action)
       }
     }
-    let jobs = scheduler.jobs
     self.actions = actions
-    self.runtime = runtime
+    self.supervisor = supervisor
     if jobs.isEmpty {
       self.task = nil
       continuation.finish()
       return
     }
-    // NB: the one unstructured task of the library. An iterator has no enclosing scope to run
-    // the work in; it owns this task and cancels it when iteration ends or is dropped.
+    // NB: the one unstructured task of the library besides a store's root task. An iterator
+    // has no enclosing scope to run the work in; it owns this task and cancels it when
+    // iteration ends or is dropped. The jobs run as children of its group.
     let task = Task {
-      await EffectRuntime.$current.withValue(runtime) {
+      await EffectSupervisor.$current.withValue(supervisor) {
         await withDiscardingTaskGroup { group in
           for job in jobs {
-            group.addTask(priority: job.priority) { await job.run() }
+            group.addTask(priority: job.priority) { await job.run(on: supervisor) }
           }
         }
       }
@@ -93,13 +98,13 @@ final class StandaloneEffectRun<Action: Sendable>: Sendable {
     }
     self.task = task
     continuation.onTermination = { _ in
-      runtime.shutdown()
+      supervisor.shutDown()
       task.cancel()
     }
   }
 
   deinit {
-    self.runtime.shutdown()
+    self.supervisor.shutDown()
     self.task?.cancel()
   }
 }

@@ -44,7 +44,7 @@ public struct Effect<Action: Sendable>: Sendable {
     /// Effects run one after another (never empty, never a single element).
     case concatenate([Effect])
     /// An effect decided when the store registers it, from per-store state (throttling).
-    case deferred(@Sendable (EffectRuntime) -> Effect)
+    case deferred(@Sendable (EffectSupervisor) -> Effect)
   }
 }
 

@@ -7,11 +7,11 @@
 /// #expect(calls.value == 1)
 /// ```
 public final class LockIsolated<Value: Sendable>: Sendable {
-  private let storage: LockedValue<Value>
+  private let storage: LockedBox<Value>
 
   /// Creates a box holding `value`.
   public init(_ value: Value) {
-    self.storage = LockedValue(value)
+    self.storage = LockedBox(value)
   }
 
   /// The current value.

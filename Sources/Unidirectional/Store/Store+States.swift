@@ -40,8 +40,7 @@ public struct StoreStates<State: Sendable>: AsyncSequence, Sendable {
   ) -> StoreStates<Part> {
     let subscribe = self.subscribe
     return StoreStates<Part> {
-      guard let base = await subscribe() else { return nil }
-      return MappedSubscription(base: base, transform: transform)
+      await subscribe()?.map(transform)
     }
   }
 
@@ -71,43 +70,46 @@ extension StoreStates.Iterator: Sendable {}
 // MARK: - Broadcasting
 
 /// One reader's subscription to a store's states.
-///
-/// Safety: subclasses hold only immutable, `Sendable` state.
-class StateSubscription<State: Sendable>: @unchecked Sendable {
-  func next() async -> State? { nil }
-}
+@usableFromInline final class StateSubscription<State: Sendable>: Sendable {
+  private let nextState: @Sendable () async -> State?
+  private let end: (@Sendable () -> Void)?
 
-// Safety: immutable; both properties are `Sendable`.
-final class MappedSubscription<Base: Sendable, State: Sendable>: StateSubscription<State>,
-  @unchecked Sendable
-{
-  private let base: StateSubscription<Base>
-  private let transform: @Sendable (Base) -> State
-
-  init(base: StateSubscription<Base>, transform: @escaping @Sendable (Base) -> State) {
-    self.base = base
-    self.transform = transform
+  init(next: @escaping @Sendable () async -> State?, end: (@Sendable () -> Void)? = nil) {
+    self.nextState = next
+    self.end = end
   }
 
-  override func next() async -> State? {
-    await self.base.next().map(self.transform)
+  deinit {
+    self.end?()
+  }
+
+  func next() async -> State? {
+    await self.nextState()
+  }
+
+  /// This subscription's states, transformed (the result keeps this one alive).
+  func map<Part: Sendable>(
+    _ transform: @escaping @Sendable (State) -> Part
+  ) -> StateSubscription<Part> {
+    StateSubscription<Part> { await self.next().map(transform) }
   }
 }
 
 /// Hands each published state to every reader, keeping at most one pending state per reader.
-///
-/// Safety: `subscriberCount` is atomic; every `var` is guarded by `lock`.
-@usableFromInline final class StateBroadcaster<State: Sendable>: @unchecked Sendable {
-  private let lock = Lock()
-  private let subscriberCount = Atomic<Int>(0)
-  private var slots: [Int: Slot] = [:]
-  private var nextID = 0
-  private var isFinished = false
+@usableFromInline final class StateBroadcaster<State: Sendable>: Sendable {
+  private struct Readers: Sendable {
+    var slots: [Int: Slot] = [:]
+    var nextID = 0
+    var isFinished = false
+  }
 
-  private struct Slot {
+  private struct Slot: Sendable {
     var latest: State?
     var waiter: UnsafeContinuation<State?, Never>?
   }
+
+  private let readers = LockedBox(Readers())
+  private let subscriberCount = Atomic<Int>(0)
 
   /// Read by the store after every action; subscriptions are made on the store too.
   @usableFromInline
@@ -116,105 +118,78 @@ final class MappedSubscription<Base: Sendable, State: Sendable>: StateSubscripti
   }
 
   func subscribe(current: State) -> StateSubscription<State> {
-    let id = self.lock.withLock {
-      defer { self.nextID += 1 }
-      self.slots[self.nextID] = Slot(latest: current, waiter: nil)
-      return self.nextID
+    let id = self.readers.withLock { readers in
+      defer { readers.nextID += 1 }
+      readers.slots[readers.nextID] = Slot(latest: current, waiter: nil)
+      return readers.nextID
     }
     self.subscriberCount.add(1, ordering: .relaxed)
-    return BroadcastSubscription(broadcaster: self, id: id)
+    return StateSubscription(
+      next: { await self.next(id) },
+      end: { self.unsubscribe(id) }
+    )
   }
 
   @usableFromInline
   func publish(_ state: State) {
-    var woken: [UnsafeContinuation<State?, Never>] = []
-    self.lock.lock()
-    for index in self.slots.indices {
-      if let waiter = self.slots.values[index].waiter {
-        self.slots.values[index].waiter = nil
-        woken.append(waiter)
-      } else {
-        self.slots.values[index].latest = state
+    let woken = self.readers.withLock { readers in
+      var woken: [UnsafeContinuation<State?, Never>] = []
+      for index in readers.slots.indices {
+        if let waiter = readers.slots.values[index].waiter {
+          readers.slots.values[index].waiter = nil
+          woken.append(waiter)
+        } else {
+          readers.slots.values[index].latest = state
+        }
       }
+      return woken
     }
-    self.lock.unlock()
     for waiter in woken { waiter.resume(returning: state) }
   }
 
   func finish() {
-    var woken: [UnsafeContinuation<State?, Never>] = []
-    self.lock.lock()
-    self.isFinished = true
-    for index in self.slots.indices {
-      if let waiter = self.slots.values[index].waiter {
-        self.slots.values[index].waiter = nil
-        woken.append(waiter)
+    let woken = self.readers.withLock { readers in
+      readers.isFinished = true
+      var woken: [UnsafeContinuation<State?, Never>] = []
+      for index in readers.slots.indices {
+        if let waiter = readers.slots.values[index].waiter {
+          readers.slots.values[index].waiter = nil
+          woken.append(waiter)
+        }
       }
+      return woken
     }
-    self.lock.unlock()
     for waiter in woken { waiter.resume(returning: nil) }
   }
 
-  func next(_ id: Int) async -> State? {
-    self.lock.lock()
-    if let latest = self.slots[id]?.latest {
-      self.slots[id]?.latest = nil
-      self.lock.unlock()
-      return latest
+  private func next(_ id: Int) async -> State? {
+    let latest = self.readers.withLock { readers -> State? in
+      defer { readers.slots[id]?.latest = nil }
+      return readers.slots[id]?.latest
     }
-    self.lock.unlock()
+    if let latest { return latest }
     return await withTaskCancellationHandler {
       await withUnsafeContinuation { continuation in
-        self.lock.lock()
-        guard self.slots[id] != nil else {
-          self.lock.unlock()
-          continuation.resume(returning: nil)
-          return
+        let immediate = self.readers.withLock { readers -> State?? in
+          guard readers.slots[id] != nil else { return .some(nil) }
+          if let latest = readers.slots[id]?.latest {
+            readers.slots[id]?.latest = nil
+            return .some(latest)
+          }
+          if readers.isFinished { return .some(nil) }
+          readers.slots[id]?.waiter = continuation
+          return .none
         }
-        if let latest = self.slots[id]?.latest {
-          self.slots[id]?.latest = nil
-          self.lock.unlock()
-          continuation.resume(returning: latest)
-          return
-        }
-        if self.isFinished {
-          self.lock.unlock()
-          continuation.resume(returning: nil)
-          return
-        }
-        self.slots[id]?.waiter = continuation
-        self.lock.unlock()
+        if let immediate { continuation.resume(returning: immediate) }
       }
     } onCancel: {
       self.unsubscribe(id)
     }
   }
 
-  func unsubscribe(_ id: Int) {
-    self.lock.lock()
-    let slot = self.slots.removeValue(forKey: id)
-    self.lock.unlock()
-    guard let slot else { return }
+  private func unsubscribe(_ id: Int) {
+    guard let slot = self.readers.withLock({ $0.slots.removeValue(forKey: id) }) else { return }
     self.subscriberCount.subtract(1, ordering: .relaxed)
     slot.waiter?.resume(returning: nil)
-  }
-}
-
-// Safety: immutable; the broadcaster is `Sendable`.
-final class BroadcastSubscription<State: Sendable>: StateSubscription<State>, @unchecked Sendable {
-  private let broadcaster: StateBroadcaster<State>
-  private let id: Int
-
-  init(broadcaster: StateBroadcaster<State>, id: Int) {
-    self.broadcaster = broadcaster
-    self.id = id
-  }
-
-  deinit {
-    self.broadcaster.unsubscribe(self.id)
-  }
-
-  override func next() async -> State? {
-    await self.broadcaster.next(self.id)
   }
 }

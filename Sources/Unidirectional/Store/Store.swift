@@ -19,20 +19,19 @@
 /// - Effect bodies run off the store, concurrently with the reducer.
 public actor Store<State: Sendable, Action: Sendable> {
   // Safety: an immutable reference, readable anywhere; the core itself is only *used* on this
-  // store's executor (shared by its root and every scoped store). `scope` reads it off the
-  // executor only to hand it to the scoped store's core.
-  @usableFromInline nonisolated(unsafe) let core: StoreCore<State, Action>
+  // store's executor (shared by its root and every scoped store). Nonisolated code reads it
+  // only to hand it to a scoped store's core (`scope`) or to read its supervisor, which is an
+  // atomic, set-once reference (`RootCore.supervisorReference`).
+  @usableFromInline nonisolated(unsafe) let core: any StoreCore<State, Action>
   /// `core` when this is a root store: the per-action path calls it directly, specialized.
-  // Safety: as for `core`: an immutable reference, only used on the store's executor.
+  // Safety: as for `core`.
   @usableFromInline nonisolated(unsafe) let root: RootCore<State, Action>?
-  @usableFromInline nonisolated let anchor: ExecutorAnchor
-  @usableFromInline nonisolated let ownedRuntime: EffectRuntime?
-  /// The effect bookkeeping of the root store (shared by its scoped stores).
-  @usableFromInline nonisolated let runtime: EffectRuntime
+  /// The executor of the root store's ``StoreIsolation``, kept alive by the root core.
+  @usableFromInline nonisolated let executor: UnownedSerialExecutor
 
-  /// The executor of the root store's anchor, which all its scoped stores share.
+  /// The executor of the root store, which all its scoped stores share.
   public nonisolated var unownedExecutor: UnownedSerialExecutor {
-    self.anchor.unownedExecutor
+    self.executor
   }
 
   /// Creates a store.
@@ -45,6 +44,9 @@ public actor Store<State: Sendable, Action: Sendable> {
   /// }
   /// ```
   ///
+  /// The initial state and the reducer are made under the store's dependencies (those in force
+  /// here plus `prepareDependencies`), so they can read them.
+  ///
   /// - Parameters:
   ///   - initialState: The state to start from.
   ///   - reducer: The feature's reducer.
@@ -52,16 +54,19 @@ public actor Store<State: Sendable, Action: Sendable> {
   ///     on top of the dependencies in force where the store is created.
   @inlinable
   public init<R: Reducer<State, Action>>(
-    initialState: State,
+    initialState: @autoclosure () -> State,
     @ReducerBuilder<State, Action> reducer: () -> R,
     withDependencies prepareDependencies: ((inout DependencyValues) -> Void)? = nil
   ) {
     var dependencies = DependencyValues._inherited()
     prepareDependencies?(&dependencies)
+    let (state, reducer) = DependencyValues.withValues(dependencies) {
+      (initialState(), reducer())
+    }
     self.init(
       root: RootCore.make(
-        initialState: initialState,
-        reducer: reducer(),
+        initialState: state,
+        reducer: reducer,
         configuration: StoreConfiguration(dependencies: dependencies),
         observer: nil
       )
@@ -90,28 +95,23 @@ public actor Store<State: Sendable, Action: Sendable> {
   /// the feature's module).
   @usableFromInline
   init(root: RootCore<State, Action>) {
-    self.anchor = ExecutorAnchor()
-    self.ownedRuntime = root.runtime
-    self.runtime = root.runtime
+    self.executor = root.isolation.unownedExecutor
     self.root = root
     self.core = root
   }
 
-  /// Creates a store that shares its root's executor and effects (``scope(state:action:)``).
+  /// Creates a store that shares a root's executor and effects (``scope(state:action:)``).
   @usableFromInline
-  init(anchor: ExecutorAnchor, core: StoreCore<State, Action>) {
-    self.anchor = anchor
-    self.ownedRuntime = nil
-    self.runtime = core.runtime
-    self.core = core
+  init(core: any StoreCore<State, Action>, executor: UnownedSerialExecutor) {
+    self.executor = executor
     self.root = nil
+    self.core = core
   }
 
   deinit {
-    self.ownedRuntime?.shutdown()
-    // NB: nothing else can use the core now (sending needs a reference to the store), and
-    // effects only reach it through the link.
-    self.root?.deliveryLink?.sever()
+    // Releasing a root store cancels its effects; once they have ended, the root task lets go
+    // of the core. Nothing else can use the store now: sending needs a reference to it.
+    self.root?.supervisor?.shutDown()
   }
 
   // MARK: - Using a store
@@ -142,10 +142,33 @@ public actor Store<State: Sendable, Action: Sendable> {
     guard let root = self.root else {
       return self.core.send(action, location: location)
     }
-    if !root.isAttached {
-      root.attach(to: self)
-    }
-    return root.sendPath(root, action, location)
+    return root.sendAction(root, action, location)
+  }
+
+  /// Sends an action if the store accepts it: `nil`, quietly, once the store is shutting down or
+  /// shut down.
+  ///
+  /// For code that expects rejections, such as a server still receiving requests while it
+  /// shuts down; ``send(_:fileID:filePath:line:column:)`` reports them as issues.
+  ///
+  /// ```swift
+  /// guard let task = await store.trySend(.request(line)) else {
+  ///   return reply("error: shutting down")
+  /// }
+  /// ```
+  ///
+  /// - Parameter action: The action.
+  /// - Returns: The lifetime of the effects the action started, or `nil` if it was rejected.
+  @discardableResult
+  public func trySend(
+    _ action: Action,
+    fileID: StaticString = #fileID,
+    filePath: StaticString = #filePath,
+    line: UInt = #line,
+    column: UInt = #column
+  ) -> StoreTask? {
+    let location = SourceLocation(fileID: fileID, filePath: filePath, line: line, column: column)
+    return self.core.trySend(action, location: location)
   }
 
   /// Cancels every effect, waits until all of them have ended, and rejects later actions.
@@ -181,123 +204,38 @@ public actor Store<State: Sendable, Action: Sendable> {
 
   /// The number of effects started and not finished.
   package nonisolated var liveEffectCount: Int {
-    self.runtime.liveEffectCount
+    self.core.supervisor?.liveCount ?? 0
   }
 
   /// What started the effects still running, in the order the actions were sent (only when the
   /// configuration records origins).
   package nonisolated var unfinishedEffectOrigins: [EffectOrigin] {
-    self.runtime.unfinishedOrigins()
+    self.core.supervisor?.unfinishedOrigins ?? []
   }
 
-  /// Cancels every running effect, leaving the store open (only when the configuration records
-  /// origins).
+  /// Cancels every running effect, leaving the store open.
   package nonisolated func cancelAllEffects() {
-    self.runtime.cancelAllEffects()
+    self.core.supervisor?.cancelAll()
   }
 
   /// Cancels every effect and rejects later effects without waiting (the test store's teardown,
   /// which then drains its executor until they have ended).
   package nonisolated func shutDownEffects() {
-    self.runtime.shutdown()
+    self.core.supervisor?.shutDown()
   }
 
   /// The number of cancellation identifiers with registered effects.
   package nonisolated var registeredIdentifierCount: Int {
-    self.runtime.registeredIdentifierCount
+    self.core.supervisor?.registeredIdentifierCount ?? 0
+  }
+
+  /// Replaces the dependencies the reducer runs under and new effects capture.
+  package func setDependencies(_ dependencies: DependencyValues) {
+    self.root?.dependencies = DependencyBox.make(dependencies)
+  }
+
+  /// The dependencies the reducer runs under.
+  package var dependencies: DependencyValues {
+    self.root?.dependencies.values ?? DependencyValues()
   }
 }
-
-/// The location of a call, as the `#fileID`-style values tools report.
-@usableFromInline
-struct SourceLocation: Sendable {
-  @usableFromInline var fileID: StaticString
-  @usableFromInline var filePath: StaticString
-  @usableFromInline var line: UInt
-  @usableFromInline var column: UInt
-
-  @inlinable
-  init(fileID: StaticString, filePath: StaticString, line: UInt, column: UInt) {
-    self.fileID = fileID
-    self.filePath = filePath
-    self.line = line
-    self.column = column
-  }
-}
-
-/// Not API: the default actor whose executor a root store and its scoped stores share.
-///
-/// A store implements `unownedExecutor` (so scoped stores can share it), which makes it a
-/// non-default actor; borrowing an anchor's executor keeps the default-actor scheduling, which
-/// also follows a task's executor preference (SE-0417), the property the test store relies on.
-@usableFromInline
-actor ExecutorAnchor {
-  @usableFromInline init() {}
-
-  /// Delivers an action from an effect to the core of the store running on this executor.
-  @inlinable
-  func deliver<State, Action>(
-    _ action: Action,
-    from box: EffectBox,
-    to core: UncheckedCore<State, Action>
-  ) {
-    core.core.receivePath(core.core, action, box)
-  }
-}
-
-/// How a root store is set up beyond its state and reducer.
-@usableFromInline
-package struct StoreConfiguration: Sendable {
-  /// The executor the store's root task, and so every effect, prefers.
-  package var executorPreference: (any TaskExecutor)?
-  /// Where the store reports issues.
-  package var reporter: IssueReporter
-  /// The dependencies of the reducer and its effects.
-  @usableFromInline package var dependencies: DependencyValues
-  /// Whether lifetimes record the action that started them (for test diagnostics).
-  package var recordsOrigins: Bool
-  /// Mutation-testing switch, `false` only in the test proving the oracle can fail: skips the
-  /// delivery-time check that drops actions from cancelled effects.
-  package var checksDelivery = true
-
-  @usableFromInline
-  package init(
-    executorPreference: (any TaskExecutor)? = nil,
-    reporter: IssueReporter = IssueReporter.current,
-    dependencies: DependencyValues = DependencyValues._inherited(),
-    recordsOrigins: Bool = false
-  ) {
-    self.executorPreference = executorPreference
-    self.reporter = reporter
-    self.dependencies = dependencies
-    self.recordsOrigins = recordsOrigins
-  }
-}
-
-/// One action a store processed, reported to a test harness.
-@usableFromInline
-package struct StoreEvent<State, Action> {
-  @usableFromInline package typealias Origin = StoreEventOrigin
-
-  package let action: Action
-  package let state: State
-  package let origin: Origin
-
-  @usableFromInline
-  init(action: Action, state: State, origin: Origin) {
-    self.action = action
-    self.state = state
-    self.origin = origin
-  }
-}
-
-/// Where an action a store processed came from.
-@usableFromInline
-package enum StoreEventOrigin: Sendable {
-  /// Passed to `Store.send`.
-  case send
-  /// Fed back by an effect (`.send` or a running effect).
-  case effect
-}
-
-extension StoreEvent: Sendable where State: Sendable, Action: Sendable {}

@@ -14,11 +14,20 @@
 /// Cancelling the task that awaits ``finish()`` cancels the effects too, so tying them to a
 /// request, a connection or a command is `await store.send(.start).finish()` inside that scope.
 public struct StoreTask: Hashable, Sendable {
-  @usableFromInline let lifetime: EffectLifetime?
+  @usableFromInline let lifetime: (any EffectUnit)?
+  @usableFromInline let supervisor: EffectSupervisor?
+
+  /// A task for an action that started no effects.
+  @usableFromInline
+  init() {
+    self.lifetime = nil
+    self.supervisor = nil
+  }
 
   @usableFromInline
-  init(_ lifetime: EffectLifetime?) {
+  init(lifetime: any EffectUnit, supervisor: EffectSupervisor?) {
     self.lifetime = lifetime
+    self.supervisor = supervisor
   }
 
   /// Suspends until every effect of this task has finished.
@@ -26,11 +35,11 @@ public struct StoreTask: Hashable, Sendable {
   /// Cancelling the task that is waiting cancels the effects, and `finish()` then returns once
   /// they have ended.
   public func finish() async {
-    guard let lifetime = self.lifetime else { return }
+    guard let lifetime = self.lifetime, let supervisor = self.supervisor else { return }
     await withTaskCancellationHandler {
-      await lifetime.runtime.wait(for: lifetime)
+      await supervisor.wait(for: lifetime)
     } onCancel: {
-      lifetime.runtime.cancel(lifetime)
+      supervisor.cancel(lifetime: lifetime)
     }
   }
 
@@ -39,8 +48,8 @@ public struct StoreTask: Hashable, Sendable {
   /// The store drops every action those effects send from now on; their work observes
   /// `Task.isCancelled`.
   public func cancel() {
-    guard let lifetime = self.lifetime else { return }
-    lifetime.runtime.cancel(lifetime)
+    guard let lifetime = self.lifetime, let supervisor = self.supervisor else { return }
+    supervisor.cancel(lifetime: lifetime)
   }
 
   /// Whether ``cancel()`` was called.
@@ -48,14 +57,13 @@ public struct StoreTask: Hashable, Sendable {
   /// A task for an action that started no effects has nothing to run and reports `true`, as in
   /// the Composable Architecture.
   public var isCancelled: Bool {
-    guard let lifetime = self.lifetime else { return true }
-    return lifetime.runtime.isCancelled(lifetime)
+    self.lifetime?.isLifetimeCancelled ?? true
   }
 
   /// Whether every effect of this task has finished (`true` when it started none).
   public var isFinished: Bool {
-    guard let lifetime = self.lifetime else { return true }
-    return lifetime.runtime.isFinished(lifetime)
+    guard let lifetime = self.lifetime, let supervisor = self.supervisor else { return true }
+    return supervisor.isFinished(lifetime)
   }
 
   /// Two tasks are equal when they refer to the effects of the same action.

@@ -1,0 +1,3 @@
+#include "CUnidirectional.h"
+
+__thread void *_Nullable cunidirectional_reducer_dependencies = 0;

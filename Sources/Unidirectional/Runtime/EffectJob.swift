@@ -1,0 +1,200 @@
+import Synchronization
+
+/// Work the root task runs as one child: one `.run` unit, or a plan of several.
+@usableFromInline protocol EffectJob: AnyObject, Sendable {
+  /// The priority of the child task.
+  var priority: TaskPriority? { get }
+
+  /// Runs the work; every unit starts and finishes through the supervisor.
+  func run(on supervisor: EffectSupervisor) async
+
+  /// Finishes every unit without running it (the store shut down first).
+  func abandon(on supervisor: EffectSupervisor)
+}
+
+/// One `.run` effect, the common case: its body, with no plan to walk. It is its own unit (one
+/// allocation for both).
+final class RunJob<Action: Sendable>: EffectJob, EffectUnit {
+  private let flags = Atomic<UInt8>(0)
+  private let owner: (any EffectUnit)?
+  private let operation: RunOperation<Action>
+  private let delivery: EffectDelivery<Action>
+
+  /// A `.run` unit of `lifetime`, or the first unit of a new one.
+  init(
+    lifetime: (any EffectUnit)?,
+    operation: RunOperation<Action>,
+    delivery: EffectDelivery<Action>
+  ) {
+    self.owner = lifetime
+    self.operation = operation
+    self.delivery = delivery
+  }
+
+  var lifetime: any EffectUnit {
+    self.owner ?? self
+  }
+
+  func loadFlags() -> UInt8 {
+    self.flags.load(ordering: .acquiring)
+  }
+
+  func insertFlags(_ flags: UInt8) {
+    self.flags.bitwiseOr(flags, ordering: .acquiringAndReleasing)
+  }
+
+  var priority: TaskPriority? {
+    self.operation.priority
+  }
+
+  func run(on supervisor: EffectSupervisor) async {
+    await EffectPlan.run(self, self.operation, self.delivery, on: supervisor)
+  }
+
+  func abandon(on supervisor: EffectSupervisor) {
+    supervisor.abandon(self)
+  }
+}
+
+/// Effects that must run in order, or concurrently inside an ordered step.
+final class PlanJob<Action: Sendable>: EffectJob {
+  private let plan: EffectPlan<Action>
+  private let delivery: EffectDelivery<Action>
+
+  init(plan: EffectPlan<Action>, delivery: EffectDelivery<Action>) {
+    self.plan = plan
+    self.delivery = delivery
+  }
+
+  var priority: TaskPriority? {
+    self.plan.priority
+  }
+
+  func run(on supervisor: EffectSupervisor) async {
+    await self.plan.execute(self.delivery, on: supervisor)
+  }
+
+  func abandon(on supervisor: EffectSupervisor) {
+    self.plan.abandon(on: supervisor)
+  }
+}
+
+// NB: not `indirect`: the arrays of `merge` and `concatenate` already box the recursion.
+/// An effect after the store registered it: every asynchronous unit has its token.
+enum EffectPlan<Action: Sendable>: Sendable {
+  case run(EffectToken, RunOperation<Action>)
+  case send(EffectToken, Action)
+  case cancel([CancelKey])
+  case merge([EffectPlan])
+  case concatenate([EffectPlan])
+
+  var priority: TaskPriority? {
+    if case .run(_, let operation) = self { return operation.priority }
+    return nil
+  }
+
+  /// Whether running this step inline could cancel the task that runs the steps after it.
+  private var needsOwnTask: Bool {
+    switch self {
+    case .run, .merge, .concatenate: return true
+    case .send, .cancel: return false
+    }
+  }
+
+  func execute(_ delivery: EffectDelivery<Action>, on supervisor: EffectSupervisor) async {
+    // NB: each case is its own function, so the frame a suspended effect keeps is only as large
+    // as its own case needs.
+    switch self {
+    case .run(let token, let operation):
+      await Self.run(token, operation, delivery, on: supervisor)
+    case .send(let token, let action):
+      await Self.send(token, action, delivery, on: supervisor)
+    case .cancel(let keys):
+      supervisor.cancel(keys)
+    case .merge(let plans):
+      await Self.merge(plans, delivery, on: supervisor)
+    case .concatenate(let plans):
+      await Self.concatenate(plans, delivery, on: supervisor)
+    }
+  }
+
+  /// Runs one `.run` unit (inlined into `RunJob`, to keep a frame off a suspended effect).
+  @inline(__always)
+  static func run(
+    _ unit: any EffectUnit,
+    _ operation: RunOperation<Action>,
+    _ delivery: EffectDelivery<Action>,
+    on supervisor: EffectSupervisor
+  ) async {
+    guard supervisor.start(unit) else { return }
+    await operation.body(Send(unit: unit, delivery: delivery))
+    await supervisor.finish(unit)
+  }
+
+  private static func send(
+    _ token: EffectToken,
+    _ action: Action,
+    _ delivery: EffectDelivery<Action>,
+    on supervisor: EffectSupervisor
+  ) async {
+    guard supervisor.start(token) else { return }
+    await delivery.deliver(action, token)
+    await supervisor.finish(token)
+  }
+
+  private static func merge(
+    _ plans: [EffectPlan],
+    _ delivery: EffectDelivery<Action>,
+    on supervisor: EffectSupervisor
+  ) async {
+    await withDiscardingTaskGroup { group in
+      for plan in plans {
+        group.addTask(priority: plan.priority) { await plan.execute(delivery, on: supervisor) }
+      }
+    }
+  }
+
+  private static func concatenate(
+    _ plans: [EffectPlan],
+    _ delivery: EffectDelivery<Action>,
+    on supervisor: EffectSupervisor
+  ) async {
+    for (index, plan) in plans.enumerated() {
+      if index == plans.count - 1 || !plan.needsOwnTask {
+        await plan.execute(delivery, on: supervisor)
+      } else {
+        // NB: cancelling a step cancels the task running it; give it its own task so the steps
+        // after it still run.
+        await withDiscardingTaskGroup { group in
+          group.addTask(priority: plan.priority) { await plan.execute(delivery, on: supervisor) }
+        }
+      }
+    }
+  }
+
+  /// Finishes every unit without running anything.
+  func abandon(on supervisor: EffectSupervisor) {
+    switch self {
+    case .run(let token, _), .send(let token, _):
+      supervisor.abandon(token)
+    case .cancel:
+      break
+    case .merge(let plans), .concatenate(let plans):
+      for plan in plans { plan.abandon(on: supervisor) }
+    }
+  }
+}
+
+/// Where a running effect's actions go: the store that started it.
+///
+/// `deliver` hops to the store's executor and hands the action to the root core, which drops it
+/// when the token was cancelled. It is formed by the store's inlinable initializer, in the
+/// feature's module, so the hop and the reduce are specialized for the feature's types.
+@usableFromInline struct EffectDelivery<Action: Sendable>: Sendable {
+  @usableFromInline let deliver: @concurrent @Sendable (Action, any EffectUnit) async -> Void
+
+  @inlinable
+  init(_ deliver: @escaping @concurrent @Sendable (Action, any EffectUnit) async -> Void) {
+    self.deliver = deliver
+  }
+}

@@ -1,0 +1,175 @@
+/// One registration step a reducer's effect asks for, applied in order under the supervisor's
+/// lock (``EffectSupervisor/apply(_:jobs:)``).
+@usableFromInline enum PlanStep: Sendable {
+  /// A unit of work, registered under its cancellation identifiers before anything runs.
+  case register(any EffectUnit, [CancelKey])
+  /// Cancels the units registered under these identifiers (so far, in this order).
+  case cancel([CancelKey])
+}
+
+/// Turns the effect a reducer returned into registration steps, synchronous sends and jobs.
+///
+/// This is where the registration rule lives: every asynchronous unit gets its token (and its
+/// cancellation identifiers) while the store is still processing the action, so a
+/// `.cancel(id:)` processed later, even in the same `send`, reaches it before it can start.
+/// It runs on the store's executor and touches no lock; the caller applies what it collected.
+@usableFromInline
+struct EffectPlanner<Action: Sendable> {
+  /// Registrations and cancellations, in the order the effect named them.
+  @usableFromInline var steps: [PlanStep] = []
+  /// Jobs for the root task.
+  @usableFromInline var jobs: [any EffectJob] = []
+  /// The lifetime new units join (its first unit): the sent action's (its first unit once
+  /// there is one), or the lifetime of the effect that delivered the action being processed.
+  @usableFromInline var lifetime: (any EffectUnit)?
+
+  @usableFromInline init() {}
+
+  /// Whether anything was collected since the last apply.
+  @usableFromInline var isEmpty: Bool {
+    self.steps.isEmpty && self.jobs.isEmpty
+  }
+
+  /// Plans `effect`: synchronous sends go to `enqueue` in order (with a token when they are
+  /// cancellable), cancellations and registrations become steps, asynchronous work jobs.
+  @usableFromInline
+  mutating func plan(
+    _ effect: Effect<Action>,
+    keys: [CancelKey] = [],
+    delivery: EffectDelivery<Action>,
+    supervisor: EffectSupervisor,
+    enqueue: (Action, EffectToken?) -> Void
+  ) {
+    switch effect.operation {
+    case .none:
+      return
+
+    case .send(let action):
+      if keys.isEmpty {
+        enqueue(action, nil)
+      } else {
+        enqueue(action, self.register(keys))
+      }
+
+    case .run(let operation):
+      let job = RunJob(lifetime: self.lifetime, operation: operation, delivery: delivery)
+      self.register(job, keys)
+      self.jobs.append(job)
+
+    case .cancel(let cancelled):
+      self.steps.append(.cancel(cancelled))
+
+    case .cancellable(let key, let cancelInFlight, let inner):
+      if cancelInFlight {
+        self.steps.append(.cancel([key]))
+      }
+      self.plan(
+        inner,
+        keys: keys + [key],
+        delivery: delivery,
+        supervisor: supervisor,
+        enqueue: enqueue
+      )
+
+    case .merge(let effects):
+      for effect in effects {
+        self.plan(effect, keys: keys, delivery: delivery, supervisor: supervisor, enqueue: enqueue)
+      }
+
+    case .concatenate(let effects):
+      // Leading parts with no asynchronous work run now, in order; from the first asynchronous
+      // part on, everything runs in order in one job.
+      var index = effects.startIndex
+      while index < effects.endIndex, !effects[index].hasAsynchronousWork {
+        self.plan(
+          effects[index],
+          keys: keys,
+          delivery: delivery,
+          supervisor: supervisor,
+          enqueue: enqueue
+        )
+        index += 1
+      }
+      guard index < effects.endIndex else { return }
+      let plans = effects[index...].compactMap {
+        self.plan($0, keys: keys, supervisor: supervisor)
+      }
+      switch plans.count {
+      case 0: return
+      case 1: self.jobs.append(PlanJob(plan: plans[0], delivery: delivery))
+      default: self.jobs.append(PlanJob(plan: .concatenate(plans), delivery: delivery))
+      }
+
+    case .deferred(let make):
+      self.plan(
+        make(supervisor),
+        keys: keys,
+        delivery: delivery,
+        supervisor: supervisor,
+        enqueue: enqueue
+      )
+    }
+  }
+
+  /// Registers every unit of `effect` for running later, in order, inside a job.
+  private mutating func plan(
+    _ effect: Effect<Action>,
+    keys: [CancelKey],
+    supervisor: EffectSupervisor
+  ) -> EffectPlan<Action>? {
+    switch effect.operation {
+    case .none:
+      return nil
+    case .send(let action):
+      return .send(self.register(keys), action)
+    case .run(let operation):
+      return .run(self.register(keys), operation)
+    case .cancel(let cancelled):
+      return .cancel(cancelled)
+    case .cancellable(let key, let cancelInFlight, let inner):
+      if cancelInFlight {
+        self.steps.append(.cancel([key]))
+      }
+      return self.plan(inner, keys: keys + [key], supervisor: supervisor)
+    case .merge(let effects):
+      let plans = effects.compactMap { self.plan($0, keys: keys, supervisor: supervisor) }
+      return plans.isEmpty ? nil : .merge(plans)
+    case .concatenate(let effects):
+      let plans = effects.compactMap { self.plan($0, keys: keys, supervisor: supervisor) }
+      return plans.isEmpty ? nil : .concatenate(plans)
+    case .deferred(let make):
+      return self.plan(make(supervisor), keys: keys, supervisor: supervisor)
+    }
+  }
+
+  /// A new token unit, registered under `keys`.
+  private mutating func register(_ keys: [CancelKey]) -> EffectToken {
+    let token = EffectToken(lifetime: self.lifetime)
+    self.register(token, keys)
+    return token
+  }
+
+  /// Registers `unit` under `keys`; the first unit of a send stands for its lifetime.
+  private mutating func register(_ unit: any EffectUnit, _ keys: [CancelKey]) {
+    if self.lifetime == nil {
+      self.lifetime = unit
+    }
+    self.steps.append(.register(unit, keys))
+  }
+}
+
+extension Effect {
+  /// Whether running this effect needs a task (it contains a `.run`).
+  var hasAsynchronousWork: Bool {
+    switch self.operation {
+    case .none, .send, .cancel:
+      return false
+    case .run, .deferred:
+      return true
+    case .cancellable(_, _, let inner):
+      return inner.hasAsynchronousWork
+    case .merge(let effects), .concatenate(let effects):
+      return effects.contains { $0.hasAsynchronousWork }
+    }
+  }
+}

@@ -1,0 +1,459 @@
+/// The effect bookkeeping of one root store, as a value: which units of effect work exist,
+/// which cancellation identifiers and lifetimes they belong to, what the root task's mailbox
+/// holds, who waits for what, and whether the store has shut down.
+///
+/// Every method is a transition: it changes the state and returns what the caller must do once
+/// it has released the lock that guards the machine (resume these waiters, cancel these tasks,
+/// start the root task). The machine itself never resumes, cancels, locks or allocates tasks,
+/// so `EffectStateMachineTests` drive every transition, valid and invalid, without tasks.
+///
+/// It is generic over what it stores but never touches: the jobs the root task runs, the
+/// continuations of waiting tasks, and the handles of running tasks.
+struct EffectStateMachine<Job, Waiter, Slot> {
+  /// Where the root task is.
+  enum Phase: Equatable {
+    /// No asynchronous effect has been submitted; there is no root task.
+    case idle
+    /// The root task is running (or about to start).
+    case running
+    /// Shut down: jobs are abandoned and new effects are born cancelled.
+    case shutDown
+  }
+
+  private(set) var phase = Phase.idle
+  private var mailbox = Mailbox<Job, Waiter>()
+  private var effects: [EffectID: EffectRecord] = [:]
+  private var registry: [CancelKey: EffectIDs] = [:]
+  private var lifetimes: [LifetimeID: LifetimeRecord] = [:]
+  private var idleWaiters: [Int: Waiter] = [:]
+  private var nextIdleWaiter = 0
+  private var throttles: [CancelKey: ThrottleState] = [:]
+
+  /// One unit of effect work that has not finished.
+  struct EffectRecord {
+    let unit: any EffectUnit
+    let keys: [CancelKey]
+    let lifetime: LifetimeID
+    var phase: UnitPhase = .pending
+    /// Cancellers between reading the slot and calling `cancel()` on it.
+    var pins = 0
+    /// The effect's task, parked in `finish` until `pins` is back to zero.
+    var finishWaiter: Waiter?
+  }
+
+  enum UnitPhase {
+    case pending
+    case running(Slot)
+  }
+
+  /// The unfinished effects of one ``StoreTask``.
+  struct LifetimeRecord {
+    /// The lifetime's first unit, which stands for it.
+    let owner: any EffectUnit
+    var effects = EffectIDs.none
+    var waiters = Resumptions<Waiter>()
+    var origin: EffectOrigin?
+  }
+
+  // MARK: - Registering
+
+  /// Registers a unit of work under `keys` in its lifetime, before it can run.
+  ///
+  /// A unit joining a cancelled lifetime, or a store that has shut down, is born cancelled and
+  /// finished: its job will find nothing to run.
+  mutating func register(_ unit: any EffectUnit, keys: [CancelKey]) {
+    let lifetime = unit.lifetime
+    if lifetime.isLifetimeCancelled || self.phase == .shutDown {
+      unit.markCancelled()
+      unit.markFinished()
+      return
+    }
+    let id = unit.id
+    // NB: no `dict[key]?.field = ...` or `dict[key, default:]` mutations in this type: their
+    // `_modify` coroutines allocate their frames on the heap for values this size (measured:
+    // 6 allocations per started effect). Mutate through `values[index]` instead.
+    let lifetimeID = LifetimeID(lifetime)
+    self.effects[id] = EffectRecord(unit: unit, keys: keys, lifetime: lifetimeID)
+    if let index = self.lifetimes.index(forKey: lifetimeID) {
+      self.lifetimes.values[index].effects.insert(id)
+    } else {
+      var record = LifetimeRecord(owner: lifetime)
+      record.effects.insert(id)
+      self.lifetimes[lifetimeID] = record
+    }
+    for key in keys {
+      if let index = self.registry.index(forKey: key) {
+        self.registry.values[index].insert(id)
+      } else {
+        self.registry[key] = .one(id)
+      }
+    }
+  }
+
+  /// Records what started a lifetime, for test diagnostics.
+  mutating func setOrigin(_ origin: EffectOrigin, of lifetime: any EffectUnit) {
+    guard let index = self.lifetimes.index(forKey: LifetimeID(lifetime)) else { return }
+    self.lifetimes.values[index].origin = origin
+  }
+
+  // MARK: - The root task's mailbox
+
+  /// What the caller of ``submit(_:)`` must do.
+  enum Submission {
+    /// The root task is running; nothing to do.
+    case posted
+    /// Resume the parked root task.
+    case resume(Waiter)
+    /// Start the root task (first submission).
+    case startRootTask
+    /// The store has shut down: finish these jobs' units without running them.
+    case abandon([Job])
+  }
+
+  /// Hands jobs to the root task. Empties `jobs`, keeping its capacity.
+  mutating func submit(_ jobs: inout [Job]) -> Submission {
+    switch self.phase {
+    case .shutDown:
+      defer { jobs.removeAll(keepingCapacity: true) }
+      return .abandon(jobs)
+    case .idle:
+      self.phase = .running
+      _ = self.mailbox.post(&jobs)
+      return .startRootTask
+    case .running:
+      if let waiter = self.mailbox.post(&jobs) { return .resume(waiter) }
+      return .posted
+    }
+  }
+
+  /// The root task takes the pending jobs; `.closed` once the store has shut down.
+  mutating func takeJobs(into batch: inout [Job]) -> Mailbox<Job, Waiter>.Take {
+    self.mailbox.take(into: &batch)
+  }
+
+  /// Parks the root task; returns the waiter when it should go on at once.
+  mutating func parkRootTask(_ waiter: Waiter) -> Waiter? {
+    self.mailbox.park(waiter)
+  }
+
+  // MARK: - Running and finishing
+
+  /// Whether the task about to run unit `id` should run it. A unit that was cancelled (and so
+  /// finished) before it started, or whose store shut down, does not run.
+  mutating func start(_ id: EffectID, in slot: Slot) -> Start {
+    guard let index = self.effects.index(forKey: id) else { return .skip(Resumptions()) }
+    guard self.phase != .shutDown else {
+      self.effects.values[index].unit.markCancelled()
+      return .skip(self.remove(id))
+    }
+    self.effects.values[index].phase = .running(slot)
+    return .run
+  }
+
+  enum Start {
+    case run
+    /// Do not run; resume these waiters.
+    case skip(Resumptions<Waiter>)
+  }
+
+  /// Called by the task that ran unit `id`, after its work returned.
+  mutating func finish(_ id: EffectID) -> Finish {
+    guard let index = self.effects.index(forKey: id) else { return .finished(Resumptions()) }
+    if self.effects.values[index].pins > 0 { return .waitForCancellers }
+    return .finished(self.remove(id))
+  }
+
+  /// Finishes a unit whose job will never run it (the job was abandoned at shutdown, or it
+  /// never reached its turn). A unit that is not pending is left alone.
+  mutating func abandon(_ id: EffectID) -> Resumptions<Waiter> {
+    guard let index = self.effects.index(forKey: id),
+      case .pending = self.effects.values[index].phase
+    else {
+      return Resumptions()
+    }
+    self.effects.values[index].unit.markCancelled()
+    return self.remove(id)
+  }
+
+  enum Finish {
+    /// The unit is finished; resume these waiters.
+    case finished(Resumptions<Waiter>)
+    /// Another thread is cancelling the task: park with ``parkFinishing(_:waiter:)`` and call
+    /// ``finish(_:)`` again when resumed.
+    case waitForCancellers
+  }
+
+  /// Parks the finishing task until its cancellers are done; returns the waiter when they
+  /// already are.
+  mutating func parkFinishing(_ id: EffectID, waiter: Waiter) -> Waiter? {
+    guard let index = self.effects.index(forKey: id), self.effects.values[index].pins > 0 else {
+      return waiter
+    }
+    self.effects.values[index].finishWaiter = waiter
+    return nil
+  }
+
+  /// Removes a unit: from its identifiers, its lifetime, and the live count.
+  private mutating func remove(_ id: EffectID) -> Resumptions<Waiter> {
+    var resumptions = Resumptions<Waiter>()
+    guard let record = self.effects.removeValue(forKey: id) else { return resumptions }
+    record.unit.markFinished()
+    for key in record.keys {
+      guard let index = self.registry.index(forKey: key) else { continue }
+      if self.registry.values[index].remove(id) {
+        self.registry.remove(at: index)
+      }
+    }
+    if let index = self.lifetimes.index(forKey: record.lifetime),
+      self.lifetimes.values[index].effects.remove(id)
+    {
+      let lifetime = self.lifetimes.remove(at: index).value
+      resumptions.append(contentsOf: lifetime.waiters)
+    }
+    if self.effects.isEmpty && !self.idleWaiters.isEmpty {
+      resumptions.append(contentsOf: self.idleWaiters.values)
+      self.idleWaiters = [:]
+    }
+    return resumptions
+  }
+
+  // MARK: - Cancelling
+
+  /// What the caller of a cancellation must do: cancel the running tasks (then ``unpin(_:)``
+  /// them) and resume the waiters of units that finished without running.
+  struct Cancellation {
+    var tasks: [(EffectID, Slot)] = []
+    var resumptions = Resumptions<Waiter>()
+  }
+
+  /// Cancels every unit registered under any of `keys`. Unknown keys do nothing.
+  mutating func cancel(_ keys: [CancelKey]) -> Cancellation {
+    var cancellation = Cancellation()
+    for key in keys {
+      guard let ids = self.registry[key] else { continue }
+      for id in ids { self.cancel(id, into: &cancellation) }
+    }
+    return cancellation
+  }
+
+  /// Cancels every unit of a lifetime, and makes units that join it later born cancelled.
+  mutating func cancel(lifetime: any EffectUnit) -> Cancellation {
+    lifetime.markLifetimeCancelled()
+    var cancellation = Cancellation()
+    guard let record = self.lifetimes[LifetimeID(lifetime)] else { return cancellation }
+    for id in record.effects { self.cancel(id, into: &cancellation) }
+    return cancellation
+  }
+
+  /// Cancels every unit of every lifetime (the store stays open).
+  mutating func cancelAll() -> Cancellation {
+    var cancellation = Cancellation()
+    for lifetime in self.lifetimes.values.map(\.owner) {
+      lifetime.markLifetimeCancelled()
+    }
+    for id in Array(self.effects.keys) { self.cancel(id, into: &cancellation) }
+    return cancellation
+  }
+
+  private mutating func cancel(_ id: EffectID, into cancellation: inout Cancellation) {
+    guard let index = self.effects.index(forKey: id),
+      !self.effects.values[index].unit.isCancelled
+    else { return }
+    self.effects.values[index].unit.markCancelled()
+    switch self.effects.values[index].phase {
+    case .pending:
+      // Never started: it is finished now, and its job will find nothing to run.
+      cancellation.resumptions.append(contentsOf: self.remove(id))
+    case .running(let slot):
+      self.effects.values[index].pins += 1
+      cancellation.tasks.append((id, slot))
+    }
+  }
+
+  /// Releases the pins a cancellation took; returns the finishing tasks to resume.
+  mutating func unpin(_ ids: [EffectID]) -> Resumptions<Waiter> {
+    var resumptions = Resumptions<Waiter>()
+    for id in ids {
+      guard let index = self.effects.index(forKey: id) else { continue }
+      self.effects.values[index].pins -= 1
+      if self.effects.values[index].pins == 0, let waiter = self.effects.values[index].finishWaiter {
+        self.effects.values[index].finishWaiter = nil
+        resumptions.append(waiter)
+      }
+    }
+    return resumptions
+  }
+
+  // MARK: - Waiting
+
+  /// Waits for every unit of `lifetime` to finish; returns the waiter when there is nothing
+  /// to wait for.
+  mutating func wait(for lifetime: any EffectUnit, _ waiter: Waiter) -> Waiter? {
+    guard let index = self.lifetimes.index(forKey: LifetimeID(lifetime)) else { return waiter }
+    self.lifetimes.values[index].waiters.append(waiter)
+    return nil
+  }
+
+  func isFinished(_ lifetime: any EffectUnit) -> Bool {
+    self.lifetimes[LifetimeID(lifetime)] == nil
+  }
+
+  /// A ticket for ``waitUntilIdle(_:ticket:)``, so the wait can be abandoned.
+  mutating func makeIdleTicket() -> Int {
+    defer { self.nextIdleWaiter += 1 }
+    return self.nextIdleWaiter
+  }
+
+  /// Waits until no unit is live; returns the waiter when none is (or `cancelled` is true).
+  mutating func waitUntilIdle(_ waiter: Waiter, ticket: Int, cancelled: Bool) -> Waiter? {
+    if self.effects.isEmpty || cancelled { return waiter }
+    self.idleWaiters[ticket] = waiter
+    return nil
+  }
+
+  /// Abandons an idle wait; returns its waiter if it was still waiting.
+  mutating func abandonIdleWait(ticket: Int) -> Waiter? {
+    self.idleWaiters.removeValue(forKey: ticket)
+  }
+
+  // MARK: - Shutting down
+
+  /// What the caller of ``shutDown()`` must do.
+  struct ShutDown {
+    /// Jobs never taken by the root task: finish their units without running them.
+    var abandoned: [Job] = []
+    /// The parked root task, to resume so it sees the closed mailbox and ends.
+    var rootTask: Waiter?
+    /// Running units whose tasks to cancel (then ``unpin(_:)``).
+    var cancellation = Cancellation()
+  }
+
+  /// Stops accepting work and cancels every unit. Shutting down twice does nothing more.
+  mutating func shutDown() -> ShutDown {
+    guard self.phase != .shutDown else { return ShutDown() }
+    self.phase = .shutDown
+    var result = ShutDown()
+    result.cancellation = self.cancelAll()
+    result.abandoned = self.mailbox.removeAll()
+    result.rootTask = self.mailbox.close()
+    return result
+  }
+
+  // MARK: - Throttling
+
+  /// Reads and updates the throttle state of `key`.
+  mutating func withThrottleState<R>(for key: CancelKey, _ body: (inout ThrottleState) -> R) -> R {
+    var state = self.throttles[key] ?? ThrottleState(lastRun: (), isHolding: false)
+    defer { self.throttles[key] = state }
+    return body(&state)
+  }
+
+  // MARK: - Introspection
+
+  /// Units registered and not finished.
+  var liveCount: Int { self.effects.count }
+
+  /// Identifiers with at least one unfinished unit.
+  var registeredIdentifierCount: Int { self.registry.count }
+
+  /// The units under one identifier.
+  func count(under key: CancelKey) -> Int { self.registry[key]?.count ?? 0 }
+
+  /// The origins of the lifetimes with unfinished units, in the order they were sent.
+  var unfinishedOrigins: [EffectOrigin] {
+    self.lifetimes.values.compactMap(\.origin).sorted { $0.sequence < $1.sequence }
+  }
+}
+
+extension EffectStateMachine: Sendable where Job: Sendable, Waiter: Sendable, Slot: Sendable {}
+extension EffectStateMachine.EffectRecord: Sendable
+where Job: Sendable, Waiter: Sendable, Slot: Sendable {}
+extension EffectStateMachine.UnitPhase: Sendable
+where Job: Sendable, Waiter: Sendable, Slot: Sendable {}
+extension EffectStateMachine.LifetimeRecord: Sendable
+where Job: Sendable, Waiter: Sendable, Slot: Sendable {}
+
+/// Waiters to resume once the lock is released: usually one, kept inline.
+struct Resumptions<Waiter> {
+  private(set) var first: Waiter?
+  private(set) var others: [Waiter] = []
+
+  init() {}
+
+  var isEmpty: Bool { self.first == nil }
+
+  mutating func append(_ waiter: Waiter) {
+    if self.first == nil { self.first = waiter } else { self.others.append(waiter) }
+  }
+
+  mutating func append(contentsOf waiters: some Sequence<Waiter>) {
+    for waiter in waiters { self.append(waiter) }
+  }
+
+  mutating func append(contentsOf other: Resumptions) {
+    if let first = other.first { self.append(first) }
+    self.others.append(contentsOf: other.others)
+  }
+
+  /// Every waiter, first one first.
+  var all: [Waiter] {
+    (self.first.map { [$0] } ?? []) + self.others
+  }
+}
+
+extension Resumptions: Sendable where Waiter: Sendable {}
+
+/// A set of unit identities that allocates nothing while it holds one.
+enum EffectIDs: Sequence, Sendable {
+  case none
+  case one(EffectID)
+  case many(Set<EffectID>)
+
+  var count: Int {
+    switch self {
+    case .none: 0
+    case .one: 1
+    case .many(let ids): ids.count
+    }
+  }
+
+  mutating func insert(_ id: EffectID) {
+    switch self {
+    case .none: self = .one(id)
+    case .one(let existing): self = existing == id ? self : .many([existing, id])
+    case .many(var ids):
+      self = .none
+      ids.insert(id)
+      self = .many(ids)
+    }
+  }
+
+  /// Removes `id`; returns whether the set is now empty.
+  mutating func remove(_ id: EffectID) -> Bool {
+    switch self {
+    case .none:
+      return true
+    case .one(let existing):
+      if existing == id { self = .none }
+      return existing == id
+    case .many(var ids):
+      self = .none
+      ids.remove(id)
+      self = ids.isEmpty ? .none : .many(ids)
+      return ids.isEmpty
+    }
+  }
+
+  func makeIterator() -> AnyIterator<EffectID> {
+    switch self {
+    case .none: return AnyIterator { nil }
+    case .one(let id):
+      var done = false
+      return AnyIterator {
+        defer { done = true }
+        return done ? nil : id
+      }
+    case .many(let ids): return AnyIterator(ids.makeIterator())
+    }
+  }
+}

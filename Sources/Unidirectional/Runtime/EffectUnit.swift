@@ -1,0 +1,97 @@
+import Synchronization
+
+/// One unit of effect work (a `.run` body, or a `.send` that runs after asynchronous work) as
+/// the runtime and the store see it: its identity, its lifetime, and its delivery state.
+///
+/// The store checks the delivery state, on its own executor, when an action arrives: it drops
+/// an action whose unit is cancelled (the delivery rule: once a cancellation is processed,
+/// nothing from the effect reaches a reducer) and reports one whose unit has finished (a `Send`
+/// used after its effect returned). Reading it takes no lock.
+///
+/// A lifetime (what a ``StoreTask`` refers to) is represented by its first unit: the units
+/// that join it later point at that one, and its cancellation is a bit of that unit's state.
+/// That saves an object per action (the allocation target for starting an effect is 6).
+@usableFromInline protocol EffectUnit: AnyObject, Sendable {
+  /// The first unit of this unit's lifetime (this unit itself, for the first one).
+  var lifetime: any EffectUnit { get }
+  /// The unit's state flags (``UnitFlags``).
+  func loadFlags() -> UInt8
+  /// Sets flags, atomically.
+  func insertFlags(_ flags: UInt8)
+}
+
+extension EffectUnit {
+  /// The unit's identity in the runtime's records.
+  var id: EffectID {
+    EffectID(self)
+  }
+
+  /// Whether the unit was cancelled.
+  @inlinable var isCancelled: Bool {
+    self.loadFlags() & UnitFlags.cancelled != 0
+  }
+
+  /// Whether the unit's work has returned (or will never run).
+  @inlinable var isFinished: Bool {
+    self.loadFlags() & UnitFlags.finished != 0
+  }
+
+  func markCancelled() {
+    self.insertFlags(UnitFlags.cancelled)
+  }
+
+  func markFinished() {
+    self.insertFlags(UnitFlags.finished)
+  }
+
+  /// Whether the lifetime this unit starts was cancelled (meaningful on a lifetime's first
+  /// unit): units joining it later are born cancelled.
+  var isLifetimeCancelled: Bool {
+    self.loadFlags() & UnitFlags.lifetimeCancelled != 0
+  }
+
+  func markLifetimeCancelled() {
+    self.insertFlags(UnitFlags.lifetimeCancelled)
+  }
+}
+
+/// The flags of a unit's state, kept in an `Atomic<UInt8>` inside each unit (inline, so a unit
+/// is one allocation).
+@usableFromInline enum UnitFlags {
+  @usableFromInline static let cancelled: UInt8 = 1
+  @usableFromInline static let finished: UInt8 = 2
+  static let lifetimeCancelled: UInt8 = 4
+}
+
+/// A unit that is not a job of its own: a step of a plan, a cancellable `.send`, or a
+/// `withTaskCancellation(id:)` block.
+@usableFromInline final class EffectToken: EffectUnit {
+  private let flags = Atomic<UInt8>(0)
+  private let owner: (any EffectUnit)?
+
+  /// A unit of `lifetime`, or the first unit of a new one.
+  init(lifetime: (any EffectUnit)?) {
+    self.owner = lifetime
+  }
+
+  @usableFromInline var lifetime: any EffectUnit {
+    self.owner ?? self
+  }
+
+  @usableFromInline func loadFlags() -> UInt8 {
+    self.flags.load(ordering: .acquiring)
+  }
+
+  @usableFromInline func insertFlags(_ flags: UInt8) {
+    self.flags.bitwiseOr(flags, ordering: .acquiringAndReleasing)
+  }
+}
+
+/// The identity of one unit of effect work.
+struct EffectID: Hashable, Sendable {
+  private let raw: ObjectIdentifier
+
+  init(_ unit: any EffectUnit) {
+    self.raw = ObjectIdentifier(unit)
+  }
+}

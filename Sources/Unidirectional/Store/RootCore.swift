@@ -1,0 +1,429 @@
+import Synchronization
+
+/// The core of a root store: the state, the reducer, the queue of synchronous actions, and the
+/// way into its effects (``EffectSupervisor``, made with the first effect).
+///
+/// The per-action path (`sendNow`, `receive`, `process`, `reduce`) is `@inlinable`, so it is
+/// specialized for the feature's `State` and `Action` in the module that creates the store.
+/// Unspecialized generic code across the module boundary looked up generic metadata on every
+/// action (measured: most of the cost of a `send`). Actor methods called from outside are not
+/// specialized across modules, so ``Store`` reaches this path through ``sendAction``, a closure
+/// formed in that module by ``make(initialState:reducer:configuration:observer:)``.
+///
+/// Its mutable fields skip dynamic exclusivity checks (`@exclusivity(unchecked)`): they are
+/// only touched on the store's executor, one action at a time, and no access overlaps another
+/// (the reducer receives `currentState` inout and cannot reach the core). The checks were ~15%
+/// of a `send`.
+@usableFromInline
+final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
+  @usableFromInline @exclusivity(unchecked) var currentState: State
+  @usableFromInline let reducer: (inout State, Action) -> Effect<Action>
+  /// `sendNow(_:location:)`, formed specialized in the feature's module. A constant closure
+  /// that captures nothing (the core is an argument), so calling it costs no reference counting.
+  @usableFromInline let sendAction: (RootCore, Action, SourceLocation) -> StoreTask
+  /// `receive(_:from:)`, formed specialized like `sendAction`: ``StoreIsolation`` is a generic
+  /// actor, and its isolated method runs unspecialized when an effect calls it from another
+  /// module (measured: 30% of a delivery in generic-metadata lookups before this).
+  @usableFromInline let receiveAction: (RootCore, Action, any EffectUnit) -> Void
+  /// Forms the ``EffectDelivery`` effects send through (specialized, like `sendAction`).
+  @usableFromInline let makeDelivery: (StoreIsolation<State, Action>) -> EffectDelivery<Action>
+  /// The executor this core runs on, and how effects reach it.
+  @usableFromInline let isolation = StoreIsolation<State, Action>()
+
+  /// The dependencies the reducer runs under (installed around every reduce) and its effects
+  /// capture. Replaceable between test steps.
+  @usableFromInline @exclusivity(unchecked) var dependencies: DependencyBox {
+    didSet { self.dependenciesPointer = Unmanaged.passUnretained(self.dependencies).toOpaque() }
+  }
+  /// `dependencies`, unretained: what a reduce installs, with no reference counting.
+  @usableFromInline @exclusivity(unchecked) var dependenciesPointer: UnsafeMutableRawPointer
+  @usableFromInline let reporter: IssueReporter
+  let executorPreference: (any TaskExecutor)?
+  @usableFromInline let observer: (@Sendable (StoreEvent<State, Action>) -> Void)?
+  @usableFromInline let recordsOrigins: Bool
+  @usableFromInline let checksDelivery: Bool
+
+  /// Actions sent synchronously (`.send`), reduced in order before `send` returns.
+  @usableFromInline @exclusivity(unchecked) var queue: [(Action, EffectToken?)] = []
+  @usableFromInline @exclusivity(unchecked) var queueHead = 0
+  /// `queue.count`, kept as a plain integer so the `.none` path never touches the array.
+  @usableFromInline @exclusivity(unchecked) var queueCount = 0
+
+  /// What the effects of the action being processed register and run.
+  @usableFromInline @exclusivity(unchecked) var planner = EffectPlanner<Action>()
+  /// Set once, with the first effect; read without the lock by the package hooks.
+  let supervisorReference = AtomicLazyReference<EffectSupervisor>()
+  @usableFromInline @exclusivity(unchecked) var delivery: EffectDelivery<Action>?
+  /// Whether ``isolation`` holds this core (from the first asynchronous effect on).
+  @usableFromInline @exclusivity(unchecked) var isReachableByEffects = false
+  /// Created by the first `states` reader (most stores never have one: it saves memory).
+  @usableFromInline @exclusivity(unchecked) var broadcaster: StateBroadcaster<State>?
+  @usableFromInline @exclusivity(unchecked) var isClosed = false
+  /// Set by ``shutdown()``: effects' actions are dropped too.
+  @usableFromInline @exclusivity(unchecked) var hasShutDown = false
+  /// Actions passed to `send` so far (orders effect origins in diagnostics).
+  @usableFromInline @exclusivity(unchecked) var sendCount = 0
+
+  @usableFromInline
+  init(
+    initialState: State,
+    reducer: @escaping (inout State, Action) -> Effect<Action>,
+    configuration: StoreConfiguration,
+    observer: (@Sendable (StoreEvent<State, Action>) -> Void)?,
+    sendAction: @escaping (RootCore, Action, SourceLocation) -> StoreTask,
+    receiveAction: @escaping (RootCore, Action, any EffectUnit) -> Void,
+    makeDelivery: @escaping (StoreIsolation<State, Action>) -> EffectDelivery<Action>
+  ) {
+    self.currentState = initialState
+    self.reducer = reducer
+    self.sendAction = sendAction
+    self.receiveAction = receiveAction
+    self.makeDelivery = makeDelivery
+    let dependencies = DependencyBox.make(configuration.dependencies)
+    self.dependencies = dependencies
+    self.dependenciesPointer = Unmanaged.passUnretained(dependencies).toOpaque()
+    self.reporter = configuration.reporter
+    self.executorPreference = configuration.executorPreference
+    self.observer = observer
+    self.recordsOrigins = configuration.recordsOrigins
+    self.checksDelivery = configuration.checksDelivery
+  }
+
+  /// Creates a root core and its specialized entry points, in the caller's module.
+  @inlinable
+  static func make<R: Reducer<State, Action>>(
+    initialState: State,
+    reducer: R,
+    configuration: StoreConfiguration,
+    observer: (@Sendable (StoreEvent<State, Action>) -> Void)?
+  ) -> RootCore {
+    RootCore(
+      initialState: initialState,
+      reducer: { state, action in reducer.reduce(into: &state, action: action) },
+      configuration: configuration,
+      observer: observer,
+      sendAction: { core, action, location in core.sendNow(action, location: location) },
+      receiveAction: { core, action, unit in core.receive(action, from: unit) },
+      makeDelivery: { isolation in
+        EffectDelivery { action, token in await isolation.receive(action, from: token) }
+      }
+    )
+  }
+
+  @usableFromInline
+  var state: State {
+    self.currentState
+  }
+
+  @usableFromInline
+  var isShutDown: Bool {
+    self.isClosed
+  }
+
+  @usableFromInline
+  var supervisor: EffectSupervisor? {
+    self.supervisorReference.load()
+  }
+
+  // MARK: - Sending
+
+  @usableFromInline
+  func send(_ action: Action, location: SourceLocation) -> StoreTask {
+    self.sendAction(self, action, location)
+  }
+
+  @usableFromInline
+  func trySend(_ action: Action, location: SourceLocation) -> StoreTask? {
+    guard !self.isClosed else { return nil }
+    return self.sendAction(self, action, location)
+  }
+
+  @inlinable
+  func sendNow(_ action: Action, location: SourceLocation) -> StoreTask {
+    guard !self.isClosed else {
+      self.reportSendAfterShutdown(action, location: location)
+      return StoreTask()
+    }
+    self.sendCount &+= 1
+    self.process(action, origin: .send)
+    if self.planner.isEmpty { return StoreTask() }
+    self.submitPlanned()
+    guard let lifetime = self.planner.lifetime else { return StoreTask() }
+    self.planner.lifetime = nil
+    if self.recordsOrigins {
+      self.recordOrigin(of: lifetime, action: action, location: location)
+    }
+    return StoreTask(lifetime: lifetime, supervisor: self.supervisor)
+  }
+
+  /// Reduces an action an effect sent, unless the effect was cancelled (the delivery rule,
+  /// checked here, on the store's executor, when the action arrives) or has already finished
+  /// (misuse: reported and dropped).
+  @inlinable
+  func receive(_ action: Action, from token: any EffectUnit) {
+    if token.isCancelled && self.checksDelivery { return }
+    if token.isFinished {
+      if !token.isCancelled { reportSendAfterFinish(action, to: self.reporter) }
+      return
+    }
+    guard !self.hasShutDown else { return }
+    self.planner.lifetime = token.lifetime
+    self.process(action, origin: .effect)
+    if !self.planner.isEmpty { self.submitPlanned() }
+    self.planner.lifetime = nil
+  }
+
+  /// Reduces `action`, then every action it sent synchronously, iteratively.
+  @inlinable
+  func process(_ action: Action, origin: StoreEventOrigin) {
+    self.reduce(action, origin: origin)
+    while self.queueHead < self.queueCount {
+      if !self.planner.steps.isEmpty {
+        // NB: a cancellation planned so far must reach a cancellable `.send` before it runs.
+        self.applyPlannedSteps()
+      }
+      let (next, token) = self.queue[self.queueHead]
+      self.queueHead += 1
+      if let token {
+        if token.isCancelled { continue }
+        self.reduce(next, origin: .effect)
+        self.supervisor?.complete(token)
+      } else {
+        self.reduce(next, origin: .effect)
+      }
+    }
+    if self.queueCount > 0 {
+      self.queue.removeAll(keepingCapacity: true)
+      self.queueHead = 0
+      self.queueCount = 0
+    }
+  }
+
+  @inlinable
+  func reduce(_ action: Action, origin: StoreEventOrigin) {
+    let previous = ReducerDependencies.install(self.dependenciesPointer)
+    let effect = self.reducer(&self.currentState, action)
+    ReducerDependencies.restore(previous)
+    if let broadcaster = self.broadcaster, broadcaster.hasSubscribers {
+      broadcaster.publish(self.currentState)
+    }
+    if let observer = self.observer {
+      observer(StoreEvent(action: action, state: self.currentState, origin: origin))
+    }
+    switch effect.operation {
+    case .none:
+      return
+    case .send(let next):
+      self.queue.append((next, nil))
+      self.queueCount += 1
+    default:
+      self.plan(effect)
+    }
+  }
+
+  @inlinable
+  func plan(_ effect: Effect<Action>) {
+    let supervisor = self.supervisor ?? self.makeSupervisor()
+    guard let delivery = self.delivery else { preconditionFailure("No delivery after setup.") }
+    self.planner.plan(effect, delivery: delivery, supervisor: supervisor) { action, token in
+      self.queue.append((action, token))
+      self.queueCount += 1
+    }
+  }
+
+  /// Applies the registrations and cancellations planned so far, without submitting jobs.
+  @usableFromInline
+  func applyPlannedSteps() {
+    var noJobs: [any EffectJob] = []
+    self.supervisor?.apply(&self.planner.steps, jobs: &noJobs)
+  }
+
+  /// Applies everything planned for the action just processed and hands its jobs to the root
+  /// task: one lock for the whole action.
+  @usableFromInline
+  func submitPlanned() {
+    guard let supervisor = self.supervisor else { return }
+    if !self.planner.jobs.isEmpty && !self.isReachableByEffects {
+      // From now on effects may deliver: the isolation holds this core until the root task,
+      // once the store has shut down, lets it go.
+      self.isReachableByEffects = true
+      // Safety: this runs on the isolation's executor (the store's), the only place the core
+      // is used; `assumeIsolated` checks that.
+      nonisolated(unsafe) let core = self
+      self.isolation.assumeIsolated { $0.root = core }
+    }
+    supervisor.apply(&self.planner.steps, jobs: &self.planner.jobs)
+  }
+
+  @usableFromInline
+  func makeSupervisor() -> EffectSupervisor {
+    let isolation = self.isolation
+    let supervisor = EffectSupervisor(
+      executorPreference: self.executorPreference,
+      reporter: self.reporter,
+      rootTaskEnded: { await isolation.release() }
+    )
+    self.delivery = self.makeDelivery(isolation)
+    return self.supervisorReference.storeIfNil(supervisor)
+  }
+
+  @usableFromInline
+  func recordOrigin(of lifetime: any EffectUnit, action: Action, location: SourceLocation) {
+    self.supervisor?.setOrigin(
+      EffectOrigin(
+        sequence: self.sendCount,
+        action: debugDescription(of: action),
+        fileID: "\(location.fileID)",
+        filePath: "\(location.filePath)",
+        line: Int(location.line),
+        column: Int(location.column)
+      ),
+      of: lifetime
+    )
+  }
+
+  // MARK: - Shutting down
+
+  @usableFromInline
+  func shutdown() async {
+    self.close()
+    self.hasShutDown = true
+    await self.supervisor?.shutDown()?.value
+  }
+
+  @usableFromInline
+  func shutdown(gracePeriod: Duration, clock: (any Clock<Duration>)?) async {
+    guard !self.isClosed else { return }
+    let clock = clock ?? self.dependencies.values.continuousClock
+    // 1. Reject sends; let running effects finish (their actions are still reduced).
+    self.close()
+    guard let supervisor = self.supervisor else {
+      self.hasShutDown = true
+      return
+    }
+    let finishedInTime = await firstToFinish(
+      { await supervisor.waitUntilIdle() },
+      orAfter: gracePeriod,
+      on: clock
+    )
+    // 2. Cancel what is left, and stop.
+    self.hasShutDown = true
+    let rootTask = supervisor.shutDown()
+    if finishedInTime || supervisor.liveCount == 0 {
+      await rootTask?.value
+      return
+    }
+    // 3. Give cancelled effects the same grace to end; report the ones that ignore it.
+    let ended = await firstToFinish(
+      { await supervisor.waitUntilIdle() },
+      orAfter: gracePeriod,
+      on: clock
+    )
+    if ended {
+      await rootTask?.value
+      return
+    }
+    let count = supervisor.liveCount
+    self.reporter(
+      ReportedIssue(
+        """
+        \(count == 1 ? "1 effect" : "\(count) effects") ignored cancellation and \
+        \(count == 1 ? "is" : "are") still running after 'shutdown(gracePeriod: \(gracePeriod))'.
+
+        Shutdown returned instead of waiting for \(count == 1 ? "it" : "them"). An effect \
+        should end when its task is cancelled: check 'Task.isCancelled' in loops, and do not \
+        swallow 'CancellationError'.
+        """
+      )
+    )
+  }
+
+  /// Rejects later sends and ends the `states` sequences.
+  private func close() {
+    guard !self.isClosed else { return }
+    self.isClosed = true
+    self.broadcaster?.finish()
+  }
+
+  // MARK: - Scoping and states
+
+  @usableFromInline
+  func scoped<ChildState: Sendable, ChildAction: Sendable>(
+    state: WritableKeyPath<State, ChildState>,
+    embed: @escaping @Sendable (ChildAction) -> Action
+  ) -> any StoreCore<ChildState, ChildAction> {
+    ScopedCore(root: self, state: state, embed: embed)
+  }
+
+  @usableFromInline
+  func subscribeToStates() -> StateSubscription<State>? {
+    guard !self.isClosed else { return nil }
+    let broadcaster: StateBroadcaster<State>
+    if let existing = self.broadcaster {
+      broadcaster = existing
+    } else {
+      broadcaster = StateBroadcaster<State>()
+      self.broadcaster = broadcaster
+    }
+    return broadcaster.subscribe(current: self.currentState)
+  }
+
+  // MARK: - Diagnostics
+
+  @usableFromInline
+  func reportSendAfterShutdown(_ action: Action, location: SourceLocation) {
+    location.report(
+      """
+      An action was sent to a store that has been shut down.
+
+        Action:
+          \(debugDescription(of: action))
+
+      The action was not reduced and the state is unchanged. Make sure nothing sends to the \
+      store after 'shutdown()', or use 'trySend' where a rejection is expected.
+      """
+    )
+  }
+
+}
+
+/// Reports an action sent through the `Send` of an effect that has returned.
+@usableFromInline
+func reportSendAfterFinish<Action>(_ action: Action, to reporter: IssueReporter) {
+  reporter(
+    ReportedIssue(
+      """
+      An action was sent from a completed effect.
+
+        Action:
+          \(debugDescription(of: action))
+
+      The action was not reduced. Avoid sending with the 'send' argument of 'Effect.run' \
+      after the effect has returned, for example from a task the effect started and did not \
+      wait for: make sure 'run' does not return until it is done calling 'send'.
+      """
+    )
+  )
+}
+
+/// Runs `operation` against a sleep of `duration` on `clock`; `true` when `operation` finished
+/// first. The loser is cancelled.
+func firstToFinish(
+  _ operation: @escaping @Sendable () async -> Void,
+  orAfter duration: Duration,
+  on clock: any Clock<Duration>
+) async -> Bool {
+  await withTaskGroup(of: Bool.self) { group in
+    group.addTask {
+      await operation()
+      return !Task.isCancelled
+    }
+    group.addTask {
+      try? await clock.sleep(for: duration)
+      return false
+    }
+    let first = await group.next() ?? false
+    group.cancelAll()
+    return first
+  }
+}

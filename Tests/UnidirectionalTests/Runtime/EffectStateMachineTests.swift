@@ -1,0 +1,343 @@
+import Testing
+
+@testable import Unidirectional
+
+/// The effect bookkeeping on its own: every transition of the state machine, valid and invalid,
+/// with strings standing for jobs, waiting tasks and task handles (no tasks, no locks).
+@Suite struct EffectStateMachineTests {
+  typealias Machine = EffectStateMachine<String, String, String>
+
+  private let key = CancelKey("key", scope: nil)
+  private let other = CancelKey("other", scope: nil)
+
+  @Test func aUnitRunsAndFinishesItsLifetime() {
+    var machine = Machine()
+    let unit = EffectToken(lifetime: nil)
+    machine.register(unit, keys: [self.key])
+    #expect(machine.liveCount == 1)
+    #expect(machine.count(under: self.key) == 1)
+    #expect(machine.wait(for: unit, "finish()") == nil)
+    guard case .run = machine.start(unit.id, in: "task") else {
+      Issue.record("a registered unit did not start")
+      return
+    }
+    guard case .finished(let resumptions) = machine.finish(unit.id) else {
+      Issue.record("an unpinned unit did not finish")
+      return
+    }
+    #expect(resumptions.all == ["finish()"])
+    #expect(unit.isFinished && !unit.isCancelled)
+    #expect(machine.liveCount == 0)
+    #expect(machine.registeredIdentifierCount == 0)
+    #expect(machine.isFinished(unit))
+  }
+
+  @Test func unitsJoinTheirLifetimeAndItFinishesWithTheLast() {
+    var machine = Machine()
+    let first = EffectToken(lifetime: nil)
+    let second = EffectToken(lifetime: first)
+    machine.register(first, keys: [])
+    machine.register(second, keys: [self.key])
+    #expect(machine.wait(for: first, "waiter") == nil)
+    _ = machine.start(first.id, in: "a")
+    _ = machine.start(second.id, in: "b")
+    guard case .finished(let early) = machine.finish(first.id) else { return }
+    #expect(early.isEmpty)
+    #expect(!machine.isFinished(first))
+    guard case .finished(let last) = machine.finish(second.id) else { return }
+    #expect(last.all == ["waiter"])
+  }
+
+  @Test func waitingOnAFinishedLifetimeReturnsAtOnce() {
+    var machine = Machine()
+    let unit = EffectToken(lifetime: nil)
+    #expect(machine.wait(for: unit, "waiter") == "waiter")
+  }
+
+  @Test func cancellingAPendingUnitFinishesItBeforeItRuns() {
+    var machine = Machine()
+    let unit = EffectToken(lifetime: nil)
+    machine.register(unit, keys: [self.key])
+    #expect(machine.wait(for: unit, "waiter") == nil)
+    let cancellation = machine.cancel([self.key])
+    #expect(cancellation.tasks.isEmpty)
+    #expect(cancellation.resumptions.all == ["waiter"])
+    #expect(unit.isCancelled && unit.isFinished)
+    guard case .skip(let resumptions) = machine.start(unit.id, in: "task") else {
+      Issue.record("a cancelled unit started")
+      return
+    }
+    #expect(resumptions.isEmpty)
+  }
+
+  @Test func cancellingARunningUnitPinsItsTaskUntilTheCancellerIsDone() {
+    var machine = Machine()
+    let unit = EffectToken(lifetime: nil)
+    machine.register(unit, keys: [self.key, self.other])
+    _ = machine.start(unit.id, in: "task")
+    let cancellation = machine.cancel([self.key, self.other])
+    #expect(cancellation.tasks.map(\.1) == ["task"])  // once, though under two keys
+    #expect(unit.isCancelled && !unit.isFinished)
+    // The task returns while the canceller still holds its handle: it must wait.
+    guard case .waitForCancellers = machine.finish(unit.id) else {
+      Issue.record("a pinned unit finished")
+      return
+    }
+    #expect(machine.parkFinishing(unit.id, waiter: "finishing task") == nil)
+    #expect(machine.unpin(cancellation.tasks.map(\.0)).all == ["finishing task"])
+    guard case .finished = machine.finish(unit.id) else { return }
+    #expect(unit.isFinished)
+    #expect(machine.liveCount == 0)
+  }
+
+  @Test func aFinishingTaskParkedAfterTheCancellerWasDoneGoesOnAtOnce() {
+    var machine = Machine()
+    let unit = EffectToken(lifetime: nil)
+    machine.register(unit, keys: [self.key])
+    _ = machine.start(unit.id, in: "task")
+    let cancellation = machine.cancel([self.key])
+    guard case .waitForCancellers = machine.finish(unit.id) else { return }
+    #expect(machine.unpin(cancellation.tasks.map(\.0)).isEmpty)
+    #expect(machine.parkFinishing(unit.id, waiter: "finishing task") == "finishing task")
+  }
+
+  @Test func cancellingTwiceTakesOnePin() {
+    var machine = Machine()
+    let unit = EffectToken(lifetime: nil)
+    machine.register(unit, keys: [self.key])
+    _ = machine.start(unit.id, in: "task")
+    #expect(machine.cancel([self.key]).tasks.count == 1)
+    #expect(machine.cancel([self.key]).tasks.isEmpty)
+  }
+
+  @Test func cancellingAnUnknownIdentifierDoesNothing() {
+    var machine = Machine()
+    let unit = EffectToken(lifetime: nil)
+    machine.register(unit, keys: [self.key])
+    let cancellation = machine.cancel([self.other])
+    #expect(cancellation.tasks.isEmpty && cancellation.resumptions.isEmpty)
+    #expect(!unit.isCancelled)
+  }
+
+  @Test func aCancelledLifetimeCancelsItsUnitsAndTheOnesThatJoinLater() {
+    var machine = Machine()
+    let first = EffectToken(lifetime: nil)
+    machine.register(first, keys: [])
+    _ = machine.start(first.id, in: "task")
+    let cancellation = machine.cancel(lifetime: first)
+    #expect(cancellation.tasks.map(\.1) == ["task"])
+    #expect(first.isLifetimeCancelled)
+    let late = EffectToken(lifetime: first)
+    machine.register(late, keys: [self.key])
+    #expect(late.isCancelled && late.isFinished)
+    #expect(machine.count(under: self.key) == 0)
+  }
+
+  @Test func cancelAllCancelsEveryLifetimeButLeavesTheStoreOpen() {
+    var machine = Machine()
+    let one = EffectToken(lifetime: nil)
+    let two = EffectToken(lifetime: nil)
+    machine.register(one, keys: [])
+    machine.register(two, keys: [])
+    _ = machine.start(one.id, in: "one")
+    let cancellation = machine.cancelAll()
+    #expect(cancellation.tasks.map(\.1) == ["one"])
+    #expect(two.isFinished)
+    #expect(one.isLifetimeCancelled && two.isLifetimeCancelled)
+    let fresh = EffectToken(lifetime: nil)
+    machine.register(fresh, keys: [])
+    #expect(!fresh.isCancelled)
+  }
+
+  @Test func theFirstSubmissionStartsTheRootTaskAndLaterOnesWakeIt() {
+    var machine = Machine()
+    var jobs = ["a"]
+    guard case .startRootTask = machine.submit(&jobs) else {
+      Issue.record("the first submission did not start the root task")
+      return
+    }
+    #expect(jobs.isEmpty)
+    var batch: [String] = []
+    #expect(machine.takeJobs(into: &batch) == .jobs)
+    #expect(batch == ["a"])
+    batch = []
+    #expect(machine.takeJobs(into: &batch) == .empty)
+    #expect(machine.parkRootTask("root") == nil)
+    jobs = ["b", "c"]
+    guard case .resume(let waiter) = machine.submit(&jobs) else {
+      Issue.record("a submission did not wake the parked root task")
+      return
+    }
+    #expect(waiter == "root")
+    jobs = ["d"]
+    guard case .posted = machine.submit(&jobs) else { return }
+    #expect(machine.takeJobs(into: &batch) == .jobs)
+    #expect(batch == ["b", "c", "d"])
+  }
+
+  @Test func theRootTaskDoesNotParkWhenJobsAreWaiting() {
+    var machine = Machine()
+    var jobs = ["a"]
+    _ = machine.submit(&jobs)
+    #expect(machine.parkRootTask("root") == "root")
+  }
+
+  @Test func shuttingDownAbandonsPendingJobsWakesTheRootTaskAndCancelsEverything() {
+    var machine = Machine()
+    let running = EffectToken(lifetime: nil)
+    let pending = EffectToken(lifetime: nil)
+    machine.register(running, keys: [])
+    machine.register(pending, keys: [])
+    var jobs = ["first"]
+    _ = machine.submit(&jobs)
+    var batch: [String] = []
+    _ = machine.takeJobs(into: &batch)
+    _ = machine.start(running.id, in: "task")
+    #expect(machine.parkRootTask("root") == nil)
+    jobs = ["second"]
+    _ = machine.submit(&jobs)  // wakes the root task, which has not taken it yet
+    let shutDown = machine.shutDown()
+    #expect(shutDown.abandoned == ["second"])
+    #expect(shutDown.cancellation.tasks.map(\.1) == ["task"])
+    #expect(pending.isFinished && running.isCancelled)
+    batch = []
+    #expect(machine.takeJobs(into: &batch) == .closed)
+    // Later work is refused, and units are born cancelled.
+    jobs = ["late"]
+    guard case .abandon(let abandoned) = machine.submit(&jobs) else { return }
+    #expect(abandoned == ["late"])
+    let late = EffectToken(lifetime: nil)
+    machine.register(late, keys: [])
+    #expect(late.isCancelled && late.isFinished)
+    // Shutting down again does nothing more.
+    let again = machine.shutDown()
+    #expect(again.abandoned.isEmpty && again.rootTask == nil && again.cancellation.tasks.isEmpty)
+  }
+
+  @Test func aUnitThatStartsAfterShutdownDoesNotRun() {
+    var machine = Machine()
+    let unit = EffectToken(lifetime: nil)
+    machine.register(unit, keys: [])
+    _ = machine.shutDown()
+    guard case .skip = machine.start(unit.id, in: "task") else {
+      Issue.record("a unit started after shutdown")
+      return
+    }
+  }
+
+  @Test func abandoningFinishesOnlyPendingUnits() {
+    var machine = Machine()
+    let pending = EffectToken(lifetime: nil)
+    let running = EffectToken(lifetime: nil)
+    machine.register(pending, keys: [])
+    machine.register(running, keys: [])
+    _ = machine.start(running.id, in: "task")
+    #expect(machine.wait(for: pending, "waiter") == nil)
+    #expect(machine.abandon(pending.id).all == ["waiter"])
+    #expect(pending.isCancelled && pending.isFinished)
+    #expect(machine.abandon(running.id).isEmpty)
+    #expect(!running.isFinished)
+  }
+
+  @Test func finishingAnUnknownOrFinishedUnitDoesNothing() {
+    var machine = Machine()
+    let unit = EffectToken(lifetime: nil)
+    guard case .finished(let none) = machine.finish(unit.id) else { return }
+    #expect(none.isEmpty)
+    #expect(machine.unpin([unit.id]).isEmpty)
+    #expect(machine.parkFinishing(unit.id, waiter: "w") == "w")
+  }
+
+  @Test func idleWaitersWaitForTheLastUnit() {
+    var machine = Machine()
+    let empty = machine.makeIdleTicket()
+    #expect(machine.waitUntilIdle("now", ticket: empty, cancelled: false) == "now")
+    let unit = EffectToken(lifetime: nil)
+    machine.register(unit, keys: [])
+    let ticket = machine.makeIdleTicket()
+    #expect(machine.waitUntilIdle("later", ticket: ticket, cancelled: false) == nil)
+    let abandoned = machine.makeIdleTicket()
+    #expect(machine.waitUntilIdle("gone", ticket: abandoned, cancelled: false) == nil)
+    #expect(machine.abandonIdleWait(ticket: abandoned) == "gone")
+    #expect(machine.abandonIdleWait(ticket: abandoned) == nil)
+    let cancelled = machine.makeIdleTicket()
+    #expect(machine.waitUntilIdle("cancelled", ticket: cancelled, cancelled: true) == "cancelled")
+    _ = machine.start(unit.id, in: "task")
+    guard case .finished(let resumptions) = machine.finish(unit.id) else { return }
+    #expect(resumptions.all == ["later"])
+  }
+
+  @Test func originsAreListedInSendOrderWhileTheirLifetimesLive() {
+    var machine = Machine()
+    let late = EffectToken(lifetime: nil)
+    let early = EffectToken(lifetime: nil)
+    machine.register(late, keys: [])
+    machine.register(early, keys: [])
+    machine.setOrigin(Self.origin(2, ".late"), of: late)
+    machine.setOrigin(Self.origin(1, ".early"), of: early)
+    machine.setOrigin(Self.origin(3, ".unknown"), of: EffectToken(lifetime: nil))
+    #expect(machine.unfinishedOrigins.map(\.action) == [".early", ".late"])
+    _ = machine.start(early.id, in: "task")
+    _ = machine.finish(early.id)
+    #expect(machine.unfinishedOrigins.map(\.action) == [".late"])
+  }
+
+  @Test func equalIdentifiersInDifferentScopesAreDifferentKeys() {
+    let row1 = CancelScope(parent: nil, element: CancelKey(1, scope: nil))
+    let row2 = CancelScope(parent: nil, element: CancelKey(2, scope: nil))
+    #expect(CancelKey("timer", scope: row1) != CancelKey("timer", scope: row2))
+    #expect(CancelKey("timer", scope: row1) == CancelKey("timer", scope: CancelScope(parent: nil, element: CancelKey(1, scope: nil))))
+    #expect(CancelKey("timer", scope: nil) != CancelKey("timer", scope: row1))
+  }
+
+  private static func origin(_ sequence: Int, _ action: String) -> EffectOrigin {
+    EffectOrigin(
+      sequence: sequence,
+      action: action,
+      fileID: "",
+      filePath: "",
+      line: 0,
+      column: 0
+    )
+  }
+}
+
+@Suite struct MailboxTests {
+  @Test func aClosedMailboxStillHandsOutItsJobsThenCloses() {
+    var mailbox = Mailbox<Int, String>()
+    #expect(mailbox.park("consumer") == nil)
+    var jobs = [1, 2]
+    #expect(mailbox.post(&jobs) == "consumer")
+    #expect(mailbox.close() == nil)
+    var batch: [Int] = []
+    #expect(mailbox.take(into: &batch) == .jobs)
+    #expect(batch == [1, 2])
+    batch = []
+    #expect(mailbox.take(into: &batch) == .closed)
+    #expect(mailbox.park("again") == "again")
+  }
+
+  @Test func removingPendingJobsLeavesNothingToTake() {
+    var mailbox = Mailbox<Int, String>()
+    #expect(mailbox.post(7) == nil)
+    #expect(mailbox.removeAll() == [7])
+    var batch: [Int] = []
+    #expect(mailbox.take(into: &batch) == .empty)
+  }
+
+  @Test func postingToAClosedMailboxIsAProgrammingError() async {
+    await #expect(processExitsWith: .failure) {
+      var mailbox = Mailbox<Int, String>()
+      _ = mailbox.close()
+      _ = mailbox.post(1)
+    }
+  }
+
+  @Test func twoConsumersParkingIsAProgrammingError() async {
+    await #expect(processExitsWith: .failure) {
+      var mailbox = Mailbox<Int, String>()
+      _ = mailbox.park("one")
+      _ = mailbox.park("two")
+    }
+  }
+}
