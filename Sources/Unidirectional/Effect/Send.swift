@@ -15,25 +15,22 @@
 /// store checks that on its own executor when the action arrives.
 public struct Send<Action: Sendable>: Sendable {
   @usableFromInline let send: (@Sendable (Action) async -> Void)?
-  /// The effect this sends for, when the store made it: then `delivery` is the store's, called
-  /// with the unit (no closure context to allocate per effect).
-  @usableFromInline let unit: (any EffectUnit)?
-  @usableFromInline let delivery: EffectDelivery<Action>?
+  /// The effect this sends for, when the store made it: it delivers to the store (no closure
+  /// context to allocate per effect).
+  @usableFromInline let job: RunJob<Action>?
 
   /// Creates a `Send` from a closure, for example to drive an effect's body in a test.
   public init(send: @escaping @Sendable (Action) async -> Void) {
     self.send = send
-    self.unit = nil
-    self.delivery = nil
+    self.job = nil
   }
 
   /// The `Send` of one effect of a store.
-  init(unit: any EffectUnit, delivery: EffectDelivery<Action>) {
+  init(job: RunJob<Action>) {
     // NB: no placeholder closure: in generic code an empty closure still captures `Action`'s
     // metadata, an allocation per effect.
     self.send = nil
-    self.unit = unit
-    self.delivery = delivery
+    self.job = job
   }
 
   /// Sends an action back into the store and waits until the store has reduced it.
@@ -41,8 +38,8 @@ public struct Send<Action: Sendable>: Sendable {
   /// NB: inlinable, so it is specialized in the feature's module, where effects call it.
   @inlinable
   public func callAsFunction(_ action: Action) async {
-    if let unit = self.unit, let delivery = self.delivery {
-      await delivery.deliver(action, unit)
+    if let job = self.job {
+      await job.deliver(action)
     } else if let send = self.send {
       await send(action)
     }

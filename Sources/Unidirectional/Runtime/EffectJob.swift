@@ -12,13 +12,13 @@ import Synchronization
   func abandon(on supervisor: EffectSupervisor)
 }
 
-/// One `.run` effect, the common case: its body, with no plan to walk. It is its own unit (one
-/// allocation for both).
-final class RunJob<Action: Sendable>: EffectJob, EffectUnit {
+/// One `.run` effect: its body, and its unit (one allocation for both). A job of its own in the
+/// common case; a step of a ``PlanJob`` otherwise. Its ``Send`` holds it, to deliver through it.
+@usableFromInline final class RunJob<Action: Sendable>: EffectJob, EffectUnit {
   private let flags = Atomic<UInt8>(0)
   private let owner: (any EffectUnit)?
-  private let operation: RunOperation<Action>
-  private let delivery: EffectDelivery<Action>
+  let operation: RunOperation<Action>
+  @usableFromInline let delivery: EffectDelivery<Action>
 
   /// A `.run` unit of `lifetime`, or the first unit of a new one.
   init(
@@ -31,27 +31,33 @@ final class RunJob<Action: Sendable>: EffectJob, EffectUnit {
     self.delivery = delivery
   }
 
-  var lifetime: any EffectUnit {
+  @usableFromInline var lifetime: any EffectUnit {
     self.owner ?? self
   }
 
-  func loadFlags() -> UInt8 {
+  @usableFromInline func loadFlags() -> UInt8 {
     self.flags.load(ordering: .acquiring)
   }
 
-  func insertFlags(_ flags: UInt8) {
+  @usableFromInline func insertFlags(_ flags: UInt8) {
     self.flags.bitwiseOr(flags, ordering: .acquiringAndReleasing)
   }
 
-  var priority: TaskPriority? {
+  @usableFromInline var priority: TaskPriority? {
     self.operation.priority
   }
 
-  func run(on supervisor: EffectSupervisor) async {
-    await EffectPlan.run(self, self.operation, self.delivery, on: supervisor)
+  @usableFromInline func run(on supervisor: EffectSupervisor) async {
+    await EffectPlan.run(self, on: supervisor)
   }
 
-  func abandon(on supervisor: EffectSupervisor) {
+  /// Sends an action of this effect to its store.
+  @inlinable
+  func deliver(_ action: Action) async {
+    await self.delivery.deliver(action, self)
+  }
+
+  @usableFromInline func abandon(on supervisor: EffectSupervisor) {
     supervisor.abandon(self)
   }
 }
@@ -82,14 +88,14 @@ final class PlanJob<Action: Sendable>: EffectJob {
 // NB: not `indirect`: the arrays of `merge` and `concatenate` already box the recursion.
 /// An effect after the store registered it: every asynchronous unit has its token.
 enum EffectPlan<Action: Sendable>: Sendable {
-  case run(EffectToken, RunOperation<Action>)
+  case run(RunJob<Action>)
   case send(EffectToken, Action)
   case cancel([CancelKey])
   case merge([EffectPlan])
   case concatenate([EffectPlan])
 
   var priority: TaskPriority? {
-    if case .run(_, let operation) = self { return operation.priority }
+    if case .run(let job) = self { return job.priority }
     return nil
   }
 
@@ -105,8 +111,8 @@ enum EffectPlan<Action: Sendable>: Sendable {
     // NB: each case is its own function, so the frame a suspended effect keeps is only as large
     // as its own case needs.
     switch self {
-    case .run(let token, let operation):
-      await Self.run(token, operation, delivery, on: supervisor)
+    case .run(let job):
+      await Self.run(job, on: supervisor)
     case .send(let token, let action):
       await Self.send(token, action, delivery, on: supervisor)
     case .cancel(let keys):
@@ -120,15 +126,10 @@ enum EffectPlan<Action: Sendable>: Sendable {
 
   /// Runs one `.run` unit (inlined into `RunJob`, to keep a frame off a suspended effect).
   @inline(__always)
-  static func run(
-    _ unit: any EffectUnit,
-    _ operation: RunOperation<Action>,
-    _ delivery: EffectDelivery<Action>,
-    on supervisor: EffectSupervisor
-  ) async {
-    guard supervisor.start(unit) else { return }
-    await operation.body(Send(unit: unit, delivery: delivery))
-    await supervisor.finish(unit)
+  static func run(_ job: RunJob<Action>, on supervisor: EffectSupervisor) async {
+    guard supervisor.start(job) else { return }
+    await job.operation.body(Send(job: job))
+    await supervisor.finish(job)
   }
 
   private static func send(
@@ -175,7 +176,9 @@ enum EffectPlan<Action: Sendable>: Sendable {
   /// Finishes every unit without running anything.
   func abandon(on supervisor: EffectSupervisor) {
     switch self {
-    case .run(let token, _), .send(let token, _):
+    case .run(let job):
+      supervisor.abandon(job)
+    case .send(let token, _):
       supervisor.abandon(token)
     case .cancel:
       break

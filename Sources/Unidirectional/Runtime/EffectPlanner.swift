@@ -22,6 +22,18 @@ struct EffectPlanner<Action: Sendable> {
   /// The lifetime new units join (its first unit): the sent action's (its first unit once
   /// there is one), or the lifetime of the effect that delivered the action being processed.
   @usableFromInline var lifetime: (any EffectUnit)?
+  /// The unit whose effect delivered the action being processed, while it is processed: its
+  /// lifetime is the one new units join. Unowned: the delivering effect is suspended in the
+  /// delivery, holding the unit, for as long as this is set.
+  @usableFromInline unowned(unsafe) var source: (any EffectUnit)?
+
+  /// The lifetime new units join, found when the first one does.
+  @usableFromInline mutating func joinedLifetime() -> (any EffectUnit)? {
+    if self.lifetime == nil, let source = self.source {
+      self.lifetime = source.lifetime
+    }
+    return self.lifetime
+  }
 
   @usableFromInline init() {}
 
@@ -52,7 +64,7 @@ struct EffectPlanner<Action: Sendable> {
       }
 
     case .run(let operation):
-      let job = RunJob(lifetime: self.lifetime, operation: operation, delivery: delivery)
+      let job = RunJob(lifetime: self.joinedLifetime(), operation: operation, delivery: delivery)
       self.register(job, keys)
       self.jobs.append(job)
 
@@ -92,7 +104,7 @@ struct EffectPlanner<Action: Sendable> {
       }
       guard index < effects.endIndex else { return }
       let plans = effects[index...].compactMap {
-        self.plan($0, keys: keys, supervisor: supervisor)
+        self.plan($0, keys: keys, delivery: delivery, supervisor: supervisor)
       }
       switch plans.count {
       case 0: return
@@ -115,6 +127,7 @@ struct EffectPlanner<Action: Sendable> {
   private mutating func plan(
     _ effect: Effect<Action>,
     keys: [CancelKey],
+    delivery: EffectDelivery<Action>,
     supervisor: EffectSupervisor
   ) -> EffectPlan<Action>? {
     switch effect.operation {
@@ -123,28 +136,30 @@ struct EffectPlanner<Action: Sendable> {
     case .send(let action):
       return .send(self.register(keys), action)
     case .run(let operation):
-      return .run(self.register(keys), operation)
+      let job = RunJob(lifetime: self.joinedLifetime(), operation: operation, delivery: delivery)
+      self.register(job, keys)
+      return .run(job)
     case .cancel(let cancelled):
       return .cancel(cancelled)
     case .cancellable(let key, let cancelInFlight, let inner):
       if cancelInFlight {
         self.steps.append(.cancel([key]))
       }
-      return self.plan(inner, keys: keys + [key], supervisor: supervisor)
+      return self.plan(inner, keys: keys + [key], delivery: delivery, supervisor: supervisor)
     case .merge(let effects):
-      let plans = effects.compactMap { self.plan($0, keys: keys, supervisor: supervisor) }
+      let plans = effects.compactMap { self.plan($0, keys: keys, delivery: delivery, supervisor: supervisor) }
       return plans.isEmpty ? nil : .merge(plans)
     case .concatenate(let effects):
-      let plans = effects.compactMap { self.plan($0, keys: keys, supervisor: supervisor) }
+      let plans = effects.compactMap { self.plan($0, keys: keys, delivery: delivery, supervisor: supervisor) }
       return plans.isEmpty ? nil : .concatenate(plans)
     case .deferred(let make):
-      return self.plan(make(supervisor), keys: keys, supervisor: supervisor)
+      return self.plan(make(supervisor), keys: keys, delivery: delivery, supervisor: supervisor)
     }
   }
 
   /// A new token unit, registered under `keys`.
   private mutating func register(_ keys: [CancelKey]) -> EffectToken {
-    let token = EffectToken(lifetime: self.lifetime)
+    let token = EffectToken(lifetime: self.joinedLifetime())
     self.register(token, keys)
     return token
   }

@@ -161,16 +161,18 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
   /// (misuse: reported and dropped).
   @inlinable
   func receive(_ action: Action, from token: any EffectUnit) {
-    if token.isCancelled && self.checksDelivery { return }
-    if token.isFinished {
-      if !token.isCancelled { reportSendAfterFinish(action, to: self.reporter) }
+    let flags = token.loadFlags()
+    if flags & UnitFlags.cancelled != 0 && self.checksDelivery { return }
+    if flags & UnitFlags.finished != 0 {
+      if flags & UnitFlags.cancelled == 0 { reportSendAfterFinish(action, to: self.reporter) }
       return
     }
     guard !self.hasShutDown else { return }
-    self.planner.lifetime = token.lifetime
+    self.planner.source = token
     self.process(action, origin: .effect)
     if !self.planner.isEmpty { self.submitPlanned() }
-    self.planner.lifetime = nil
+    self.planner.source = nil
+    if self.planner.lifetime != nil { self.planner.lifetime = nil }
   }
 
   /// Reduces `action`, then every action it sent synchronously, iteratively.
