@@ -90,7 +90,7 @@ final class StandaloneEffectRun<Action: Sendable>: Sendable {
       await EffectSupervisor.$current.withValue(supervisor) {
         await withDiscardingTaskGroup { group in
           for job in jobs {
-            group.addTask(priority: job.priority) { await job.run(on: supervisor) }
+            group.addTask(priority: job.priority) { await job.run(on: supervisor, direct: false) }
           }
         }
       }

@@ -133,21 +133,7 @@ extension Effect {
         if let handler {
           await handler(error, send)
         } else if !Task.isCancelled {
-          reportIssue(
-            """
-            An 'Effect.run' threw an error and has no 'catch' handler.
-
-              Error:
-                \(error)
-
-            Handle the error with 'catch: { error, send in ... }' or catch it in the body. \
-            Throwing 'CancellationError' ends an effect quietly.
-            """,
-            fileID: "\(fileID)",
-            filePath: "\(filePath)",
-            line: Int(line),
-            column: Int(column)
-          )
+          reportUncaughtError(error, fileID: fileID, filePath: filePath, line: line, column: column)
         }
       }
     }
@@ -230,4 +216,32 @@ extension Effect {
       column: column
     )
   }
+}
+
+/// Reports an error an `Effect.run` threw with no `catch` handler.
+///
+/// NB: not inlined into the effect's body, whose async frame every suspended effect keeps.
+@inline(never)
+func reportUncaughtError(
+  _ error: any Error,
+  fileID: StaticString,
+  filePath: StaticString,
+  line: UInt,
+  column: UInt
+) {
+  reportIssue(
+    """
+    An 'Effect.run' threw an error and has no 'catch' handler.
+
+      Error:
+        \(error)
+
+    Handle the error with 'catch: { error, send in ... }' or catch it in the body. Throwing \
+    'CancellationError' ends an effect quietly.
+    """,
+    fileID: "\(fileID)",
+    filePath: "\(filePath)",
+    line: Int(line),
+    column: Int(column)
+  )
 }

@@ -5,8 +5,12 @@ import Synchronization
   /// The priority of the child task.
   var priority: TaskPriority? { get }
 
-  /// Runs the work; every unit starts and finishes through the supervisor.
-  func run(on supervisor: EffectSupervisor) async
+  /// Runs the work; every unit starts and finishes through the supervisor. A job that runs as a
+  /// direct child of the root group tells the supervisor when it ends (`direct`).
+  ///
+  /// NB: the bookkeeping of direct children happens here, not in the child task's closure:
+  /// every frame of a suspended effect costs memory, and this one is there anyway.
+  func run(on supervisor: EffectSupervisor, direct: Bool) async
 
   /// Finishes every unit without running it (the store shut down first).
   func abandon(on supervisor: EffectSupervisor)
@@ -47,8 +51,9 @@ import Synchronization
     self.operation.priority
   }
 
-  @usableFromInline func run(on supervisor: EffectSupervisor) async {
+  @usableFromInline func run(on supervisor: EffectSupervisor, direct: Bool) async {
     await EffectPlan.run(self, on: supervisor)
+    if direct { supervisor.directChildEnded() }
   }
 
   /// Sends an action of this effect to its store.
@@ -76,8 +81,9 @@ final class PlanJob<Action: Sendable>: EffectJob {
     self.plan.priority
   }
 
-  func run(on supervisor: EffectSupervisor) async {
+  func run(on supervisor: EffectSupervisor, direct: Bool) async {
     await self.plan.execute(self.delivery, on: supervisor)
+    if direct { supervisor.directChildEnded() }
   }
 
   func abandon(on supervisor: EffectSupervisor) {

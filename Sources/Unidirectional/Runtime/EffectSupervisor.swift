@@ -125,10 +125,7 @@ import Synchronization
         for job in batch {
           if self.directChildren.load(ordering: .relaxed) < Self.directChildLimit {
             self.directChildren.add(1, ordering: .relaxed)
-            group.addTask(priority: job.priority) {
-              await job.run(on: self)
-              self.directChildren.subtract(1, ordering: .relaxed)
-            }
+            group.addTask(priority: job.priority) { await job.run(on: self, direct: true) }
             continue
           }
           if shard == nil || shardCount == Self.shardCapacity {
@@ -160,6 +157,11 @@ import Synchronization
         self.guarded.withLock { $0.machine.parkRootTask(continuation) }?.resume()
       }
     }
+  }
+
+  /// A job that ran directly in the root group has ended.
+  func directChildEnded() {
+    self.directChildren.subtract(1, ordering: .relaxed)
   }
 
   // MARK: - Running and finishing units
@@ -341,7 +343,9 @@ final class EffectShard: Sendable {
         switch self.mailbox.withLock({ $0.take(into: &batch) }) {
         case .jobs:
           for job in batch {
-            group.addTask(priority: job.priority) { await job.run(on: self.supervisor) }
+            group.addTask(priority: job.priority) {
+              await job.run(on: self.supervisor, direct: false)
+            }
           }
           batch.removeAll(keepingCapacity: true)
         case .closed:
