@@ -49,14 +49,15 @@ public final class TestStore<State: Equatable & Sendable, Action: Sendable> {
   /// Creates a test store.
   ///
   /// Dependencies use their `testValue`s (an unimplemented one fails the test when called);
-  /// override what the test needs in `prepareDependencies`.
+  /// override what the test needs in `prepareDependencies`. The initial state, the reducer and
+  /// every state assertion are evaluated under the store's dependencies.
   ///
   /// - Parameters:
   ///   - initialState: The state to start from.
   ///   - reducer: The feature under test.
   ///   - prepareDependencies: Overrides dependencies for the reducer and its effects.
   public init<R: Reducer<State, Action>>(
-    initialState: State,
+    initialState: @autoclosure () -> State,
     @ReducerBuilder<State, Action> reducer: () -> R,
     withDependencies prepareDependencies: ((inout DependencyValues) -> Void)? = nil,
     fileID: StaticString = #fileID,
@@ -67,24 +68,31 @@ public final class TestStore<State: Equatable & Sendable, Action: Sendable> {
     var dependencies = DependencyValues.current
     dependencies.context = .test
     prepareDependencies?(&dependencies)
-    let reducer = reducer()
     let events = LockIsolated<[StoreEvent<State, Action>]>([])
     let executor = ManualExecutor()
+    let configuration = StoreConfiguration(
+      executorPreference: executor,
+      reporter: IssueReporter.current,
+      dependencies: dependencies,
+      recordsOrigins: true
+    )
+    let (initialState, store) = Unidirectional.withDependencies {
+      $0 = dependencies
+    } operation: {
+      let initialState = initialState()
+      let store = Store(
+        initialState: initialState,
+        reducer: reducer(),
+        configuration: configuration,
+        observer: { event in events.withValue { $0.append(event) } }
+      )
+      return (initialState, store)
+    }
     self.executor = executor
     self.events = events
     self.assertedState = initialState
     self.location = TestLocation(fileID: fileID, filePath: filePath, line: line, column: column)
-    self.store = Store(
-      initialState: initialState,
-      reducer: reducer,
-      configuration: StoreConfiguration(
-        executorPreference: executor,
-        reporter: IssueReporter.current,
-        dependencies: dependencies,
-        recordsOrigins: true
-      ),
-      observer: { event in events.withValue { $0.append(event) } }
-    )
+    self.store = store
     _ = XCTestRunObserver.shared
   }
 
@@ -128,12 +136,131 @@ public final class TestStore<State: Equatable & Sendable, Action: Sendable> {
     self.executor.drainUntilIdle()
   }
 
-  // MARK: - State
+  // MARK: - State and dependencies
 
-  /// The current state of the store under test.
+  /// The state of the store under test as of the last assertion (`send`, `receive`, or a
+  /// skip); actions received and not asserted yet are not in it.
   public var state: State {
-    self.collectEvents()
-    return self.received.last?.state ?? self.assertedState
+    self.assertedState
+  }
+
+  /// The dependencies the reducer runs under and new effects capture.
+  ///
+  /// Change them between steps; effects already running keep the dependencies they started
+  /// with.
+  ///
+  /// ```swift
+  /// store.dependencies.date = .constant(Date(timeIntervalSince1970: 1))
+  /// await store.send(.stamp) { $0.stamp = Date(timeIntervalSince1970: 1) }
+  /// ```
+  public var dependencies: DependencyValues {
+    get { self.onExecutor { store in await store.dependencies } }
+    set { self.onExecutor { store in await store.setDependencies(newValue) } }
+  }
+
+  /// Runs `operation` with ``dependencies`` changed by `update`, then restores them.
+  @discardableResult
+  public func withDependencies<R>(
+    _ update: (inout DependencyValues) throws -> Void,
+    operation: () async throws -> R
+  ) async rethrows -> R {
+    let previous = self.dependencies
+    defer { self.dependencies = previous }
+    var changed = previous
+    try update(&changed)
+    self.dependencies = changed
+    return try await operation()
+  }
+
+  /// Runs `operation` with ``exhaustivity`` set to `exhaustivity`, then restores it.
+  ///
+  /// ```swift
+  /// await store.withExhaustivity(.off) {
+  ///   await store.send(.login) { $0.isLoggedIn = true }   // only what the test names
+  /// }
+  /// ```
+  @discardableResult
+  public func withExhaustivity<R>(
+    _ exhaustivity: Exhaustivity,
+    operation: () async throws -> R
+  ) async rethrows -> R {
+    let previous = self.exhaustivity
+    defer { self.exhaustivity = previous }
+    self.exhaustivity = exhaustivity
+    return try await operation()
+  }
+
+  /// Runs `operation` with ``exhaustivity`` set to `exhaustivity`, then restores it.
+  @discardableResult
+  public func withExhaustivity<R>(
+    _ exhaustivity: Exhaustivity,
+    operation: () throws -> R
+  ) rethrows -> R {
+    let previous = self.exhaustivity
+    defer { self.exhaustivity = previous }
+    self.exhaustivity = exhaustivity
+    return try operation()
+  }
+
+  /// Asserts the current ``state``: the closure mutates a copy into what the state should be.
+  ///
+  /// Most useful with ``exhaustivity`` off, after ``skipReceivedActions(strict:fileID:filePath:line:column:)``
+  /// or ``finish(timeout:fileID:filePath:line:column:)``:
+  ///
+  /// ```swift
+  /// store.exhaustivity = .off
+  /// await store.send(.child(.closeTapped))
+  /// await store.skipReceivedActions()
+  /// store.assert { $0.child = nil }
+  /// ```
+  public func assert(
+    _ updateStateToExpectedResult: (_ state: inout State) throws -> Void,
+    fileID: StaticString = #fileID,
+    filePath: StaticString = #filePath,
+    line: UInt = #line,
+    column: UInt = #column
+  ) {
+    let location = TestLocation(fileID: fileID, filePath: filePath, line: line, column: column)
+    let actual = self.assertedState
+    var expected = actual
+    do {
+      try self.underDependencies { try updateStateToExpectedResult(&expected) }
+    } catch {
+      location.report("The state assertion threw an error: \(error)")
+      return
+    }
+    guard expected != actual else { return }
+    let diff = diffDumps(customDump(expected), customDump(actual)) ?? customDump(actual)
+    location.report(
+      """
+      A state change does not match expectation:
+
+      \(Self.indent(diff))
+
+      (Expected: -, Actual: +)
+      """
+    )
+  }
+
+  /// Runs `body` on the test store's executor, draining until it has returned.
+  private func onExecutor<T: Sendable>(_ body: @escaping @Sendable (Store<State, Action>) async -> T) -> T {
+    let store = self.store
+    let result = LockIsolated<T?>(nil)
+    Task(executorPreference: self.executor) {
+      result.setValue(await body(store))
+    }
+    self.executor.drainUntilIdle()
+    guard let value = result.value else {
+      preconditionFailure("The test store's executor did not run a store call to its end.")
+    }
+    return value
+  }
+
+  /// Runs `body` under the store's dependencies (state assertions, as in the Composable
+  /// Architecture, may read them).
+  private func underDependencies<R>(_ body: () throws -> R) rethrows -> R {
+    let dependencies = self.dependencies
+    return try Unidirectional.withDependencies { $0 = dependencies } operation: { try body() }
   }
 
   // MARK: - Sending
@@ -162,6 +289,8 @@ public final class TestStore<State: Equatable & Sendable, Action: Sendable> {
     self.collectEvents()
     if !self.received.isEmpty {
       if self.exhaustivity == .on {
+        // NB: the actions stay pending (as in the Composable Architecture): the test can still
+        // receive them, and the end of the test reports them if it does not.
         location.report(
           """
           Must handle \(Self.count(self.received.count, "received action")) before sending an \
@@ -172,8 +301,9 @@ public final class TestStore<State: Equatable & Sendable, Action: Sendable> {
           Assert each with 'receive', or call 'skipReceivedActions()'.
           """
         )
+      } else {
+        self.skipReceived(showing: "received")
       }
-      self.skipReceived(showing: "received")
     }
     let store = self.store
     let task = await self.executor.perform {
@@ -189,6 +319,7 @@ public final class TestStore<State: Equatable & Sendable, Action: Sendable> {
       defer { events = [] }
       return events
     }
+    // NB: pending actions kept above stay first, in the order they were received.
     guard let sentIndex = events.firstIndex(where: { $0.origin == .send }) else {
       // The store rejected the action (it was shut down) and reported why.
       self.received.append(contentsOf: events)
@@ -259,6 +390,19 @@ public final class TestStore<State: Equatable & Sendable, Action: Sendable> {
     let store = self.store
     let finished = await self.waitForOutsideWork(timeout: timeout ?? self.timeout) {
       store.liveEffectCount == 0
+    }
+    if self.exhaustivity == .on && !self.received.isEmpty {
+      location.report(
+        """
+        The store received \(Self.count(self.received.count, "unexpected action")):
+
+        \(self.received.map { "  " + Self.describe($0.action) }.joined(separator: "\n"))
+
+        Assert each with 'receive', or call 'skipReceivedActions()'.
+        """
+      )
+      // NB: reported once: the end of the test does not report them again.
+      self.skipReceived(showing: nil)
     }
     guard !finished else { return }
     let actions = store.unfinishedEffectOrigins.map { "  " + $0.action }
@@ -349,7 +493,10 @@ public final class TestStore<State: Equatable & Sendable, Action: Sendable> {
     }
     let event = self.received.removeFirst()
     if exhaustive, !predicate(event.action) {
+      // One failure for one mistake: the state is not asserted against the wrong action.
       location.report(mismatch(event.action))
+      self.assertedState = event.state
+      return
     }
     self.assertState(
       after: event.state,
@@ -371,7 +518,9 @@ public final class TestStore<State: Equatable & Sendable, Action: Sendable> {
     defer { self.assertedState = actual }
     var expected = self.exhaustivity == .on ? before : actual
     do {
-      try update?(&expected)
+      if let update {
+        try self.underDependencies { try update(&expected) }
+      }
     } catch {
       location.report("The state assertion threw an error: \(error)")
       return
@@ -512,6 +661,11 @@ extension TestStore where Action: Equatable {
     )
   }
 }
+
+/// The test store type of a feature `R`: `TestStoreOf<Counter>` is
+/// `TestStore<Counter.State, Counter.Action>`.
+public typealias TestStoreOf<R: Reducer> = TestStore<R.State, R.Action>
+where R.State: Equatable & Sendable
 
 /// How much a ``TestStore`` requires a test to assert.
 public enum Exhaustivity: Equatable, Sendable {

@@ -34,6 +34,7 @@ private struct Greeting: Reducer {
     case greeted(String)
     case makeID
     case madeID(UUID)
+    case greetUnderOverride(String)
   }
 
   @Dependency(\.greeter) var greeter
@@ -58,6 +59,15 @@ private struct Greeting: Reducer {
     case .madeID(let id):
       state.log.append(id.uuidString)
       return .none
+    case .greetUnderOverride(let name):
+      // An effect that binds its own dependencies and feeds an action back under them.
+      return .run { send in
+        await withDependencies {
+          $0.greeter = Greeter { "effect's \($0)" }
+        } operation: {
+          await send(.greet(name))
+        }
+      }
     }
   }
 }
@@ -106,6 +116,43 @@ private struct Greeting: Reducer {
     #expect(inside == "sync a")
     #expect(insideAsync == "task async b")
     #expect(greeter.greet("c") == "live c")
+  }
+
+  @Test func aStoreWithDefaultDependenciesIgnoresTheSendersOverrides() async {
+    let store = Store(initialState: Greeting.State()) { Greeting() }
+    await withDependencies {
+      $0.greeter = Greeter { "sender's \($0)" }
+    } operation: {
+      await store.send(.greet("Blob"))
+      // The first effect starts the store's root task: it must not inherit the sender's either.
+      await store.send(.greetLater("Blob Jr")).finish()
+    }
+    #expect(await store.state.log == ["live Blob", "live Blob Jr"])
+  }
+
+  @Test func actionsAnEffectFeedsBackAreReducedUnderTheStoresDependencies() async {
+    let store = Store(initialState: Greeting.State()) {
+      Greeting()
+    } withDependencies: {
+      $0.greeter = Greeter { "store's \($0)" }
+    }
+    await store.send(.greetUnderOverride("Blob")).finish()
+    #expect(await store.state.log == ["store's Blob"])
+  }
+
+  @Test func theInitialStateAndTheReducerAreMadeUnderTheStoresDependencies() async {
+    @Dependency(\.greeter) var greeter
+    let store = Store(initialState: Greeting.State(log: [greeter.greet("initial")])) {
+      let made = greeter.greet("builder")
+      Reduce<Greeting.State, Greeting.Action> { state, _ in
+        state.log.append(made)
+        return .none
+      }
+    } withDependencies: {
+      $0.greeter = Greeter { "store's \($0)" }
+    }
+    await store.send(.makeID)
+    #expect(await store.state.log == ["store's initial", "store's builder"])
   }
 
   @Test func aTestStoreUsesTestValuesAndOverrides() async {

@@ -69,8 +69,11 @@ extension Reducer where Body: Reducer, Body.State == State, Body.Action == Actio
   }
 }
 
-/// The reducer type of a feature `R`: `StoreOf<Counter>` is `Store<Counter.State, Counter.Action>`.
+/// The store type of a feature `R`: `StoreOf<Counter>` is `Store<Counter.State, Counter.Action>`.
 public typealias StoreOf<R: Reducer> = Store<R.State, R.Action> where R.State: Sendable
+
+/// The reducer type of a feature `R`, for bodies: `var body: some ReducerOf<Self> { ... }`.
+public typealias ReducerOf<R: Reducer> = Reducer<R.State, R.Action>
 
 /// The effect type of a feature `R`.
 public typealias EffectOf<R: Reducer> = Effect<R.Action>
