@@ -19,6 +19,8 @@ extension Reducer {
   /// - An action for an id that is not in the collection is reported and ignored by the element
   ///   reducer.
   /// - Each element's effects are cancelled when it is removed.
+  /// - Cancellation identifiers an element uses are scoped to it: two rows returning
+  ///   `.cancel(id: Row.CancelID.timer)` never cancel each other's timers.
   public func forEach<ElementState: Identifiable, ElementAction: Sendable, Element: Reducer>(
     _ state: WritableKeyPath<State, IdentifiedArrayOf<ElementState>>,
     action: WritableKeyPath<Action, (id: ElementState.ID, action: ElementAction)?>,
@@ -94,10 +96,12 @@ where Element.State: Identifiable, Element.State.ID: Sendable {
     if let (id, elementAction) = self.extract(action) {
       if state[keyPath: self.state][id: id] != nil {
         let embed = self.embed
-        elementEffect = self.element
-          .reduce(into: &state[keyPath: self.state][id: id]!, action: elementAction)
-          .map { embed(action, id, $0) }
-          .cancellable(id: ElementCancelID(path: path, id: id))
+        let elementID = ElementCancelID(path: path, id: id)
+        let effect = withCancelScope(CancelKey(elementID)) {
+          // swift-format-ignore: NeverForceUnwrap
+          self.element.reduce(into: &state[keyPath: self.state][id: id]!, action: elementAction)
+        }
+        elementEffect = effect.map { embed(action, id, $0) }.cancellable(id: elementID)
       } else {
         self.location.report(
           """

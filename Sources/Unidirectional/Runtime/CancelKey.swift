@@ -16,6 +16,16 @@
     self.init(id, scope: DependencyValues.current.cancelScope)
   }
 
+  /// The identity of a child state (its `Identifiable` id), as a key of its own.
+  ///
+  /// Safety: the identity is only hashed, compared and described, never handed out, so sharing
+  /// its box is sound even when the id's type is not declared `Sendable`.
+  init(identity: AnyHashable) {
+    self.value = identity
+    self.type = ObjectIdentifier(AnyHashable.self)
+    self.scope = nil
+  }
+
   init<ID: Hashable & Sendable>(_ id: ID, scope: CancelScope?) {
     // Safety: `id` is `Sendable`; the `AnyHashable` box only wraps it.
     self.value = AnyHashable(id)
@@ -39,30 +49,28 @@
   }
 }
 
-/// Where a child feature's cancellation identifiers live: the path of `ifLet`/`forEach`
-/// elements from the root feature down to it.
+/// Where a child feature's cancellation identifiers live: the `ifLet`/`forEach` element whose
+/// reducer is running. The element's own key carries the scope it was made in, so scopes nest.
 final class CancelScope: Hashable, Sendable {
-  let parent: CancelScope?
-  /// The element: its collection's key path and its identity.
+  /// The element: its collection's key path and its identity, in the parent's scope.
   let element: CancelKey
-  private let hashValueCache: Int
 
-  init(parent: CancelScope?, element: CancelKey) {
-    self.parent = parent
+  init(element: CancelKey) {
     self.element = element
-    var hasher = Hasher()
-    hasher.combine(parent)
-    hasher.combine(element)
-    self.hashValueCache = hasher.finalize()
   }
 
   static func == (lhs: CancelScope, rhs: CancelScope) -> Bool {
-    lhs === rhs
-      || (lhs.hashValueCache == rhs.hashValueCache && lhs.element == rhs.element
-        && lhs.parent == rhs.parent)
+    lhs === rhs || lhs.element == rhs.element
   }
 
   func hash(into hasher: inout Hasher) {
-    hasher.combine(self.hashValueCache)
+    hasher.combine(self.element)
   }
+}
+
+/// Runs a child reducer with the cancellation identifiers it makes scoped to `element`.
+func withCancelScope<R>(_ element: CancelKey, _ body: () -> R) -> R {
+  var values = DependencyValues.current
+  values.cancelScope = CancelScope(element: element)
+  return DependencyValues.withValues(values, body)
 }
