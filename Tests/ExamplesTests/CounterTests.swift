@@ -138,11 +138,25 @@ import UnidirectionalTesting
     #expect(store.outsideWorkWaits == 0)
   }
 
-  @Test func cancellingTheStartTaskStopsTheComputation() async {
-    let store = TestStore(initialState: NthPrime.State(n: 5_000)) { NthPrime() }
-    store.exhaustivity = .off
+  /// Cancels while the computation runs (when its first progress arrives): nothing more
+  /// arrives and its task has ended. With the cancellation not reaching the effect, 48 more
+  /// progress actions and the 5,000th prime arrive and fail the test. (The old version cancelled
+  /// after `send` returned, when the computation had already finished inside it.)
+  @Test func cancellingMidComputationStopsIt() async {
+    let store = TestStore(initialState: NthPrime.State(n: 5_000)) {
+      NthPrime()
+      Reduce<NthPrime.State, NthPrime.Action> { _, action in
+        guard case .progress = action else { return .none }
+        return .send(.cancel)  // the test's hand on the button, at the first progress
+      }
+    }
     let task = await store.send(.start)
-    await task.cancel()
-    await task.finish()
+    await store.receive(.progress(0.0336, checked: 1_000)) {
+      $0.progress = 0.0336
+      $0.checked = 1_000
+    }
+    await store.receive(.cancel)
+    #expect(task.rawValue.isFinished)
+    #expect(store.state.prime == nil)
   }
 }

@@ -21,7 +21,10 @@ public struct NthPrime: Reducer {
     case start
     case progress(Double, checked: Int)
     case response(Int)
+    case cancel
   }
+
+  public enum CancelID: Hashable, Sendable { case computation }
 
   public init() {}
 
@@ -39,6 +42,9 @@ public struct NthPrime: Reducer {
           send: send
         )
       }
+      .cancellable(id: CancelID.computation, cancelInFlight: true)
+    case .cancel:
+      return .cancel(id: CancelID.computation)
     case .progress(let progress, let checked):
       state.progress = progress
       state.checked = checked
