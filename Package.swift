@@ -14,7 +14,8 @@ let package = Package(
   targets: [
     .target(name: "CUnidirectional"),
     .target(name: "Unidirectional", dependencies: ["CUnidirectional"]),
-    .target(name: "UnidirectionalTesting", dependencies: ["Unidirectional"]),
+    .target(name: "CUnidirectionalTesting"),
+    .target(name: "UnidirectionalTesting", dependencies: ["Unidirectional", "CUnidirectionalTesting"]),
     .target(name: "ExampleFeatures", dependencies: ["Unidirectional"], path: "Sources/Examples/ExampleFeatures"),
     .executableTarget(
       name: "NthPrime",
@@ -54,7 +55,9 @@ let package = Package(
 )
 
 for target in package.targets
-where !["CMallocStats", "CAllocationCounter", "CUnidirectional"].contains(target.name) {
+where !["CMallocStats", "CAllocationCounter", "CUnidirectional", "CUnidirectionalTesting"]
+  .contains(target.name)
+{
   target.swiftSettings = (target.swiftSettings ?? []) + [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("ImmutableWeakCaptures"),

@@ -5,6 +5,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import CUnidirectionalTesting
 import Unidirectional
 
 /// Not API: a serial and task executor whose jobs run only when a test drains it by hand.
@@ -26,6 +27,11 @@ package final class ManualExecutor: SerialExecutor, TaskExecutor, ManualDrainer,
     var jobsRun = 0
     /// Set by ``wakeJobWaiters()``: later waits return at once until ``resetWaitTimeout()``.
     var waitTimedOut = false
+    /// Tasks suspended in ``settle()`` from one of this executor's jobs, resumed one at a time
+    /// when nothing else is left to run.
+    var settlers: [UnsafeContinuation<Void, Never>] = []
+    /// Once the scope that owned the executor has ended, jobs go to the global executor.
+    var forwardsJobs = false
 
     var pendingCount: Int { self.jobs.count - self.head }
 
@@ -43,17 +49,63 @@ package final class ManualExecutor: SerialExecutor, TaskExecutor, ManualDrainer,
   }
 
   private let queue = LockedBox(Queue())
+  /// Whether jobs a draining thread hands to the global executor come here instead (see
+  /// `withTestExecution`).
+  private let capturesTasks: Bool
 
-  package init() {}
+  package init(capturesTasks: Bool = false) {
+    self.capturesTasks = capturesTasks
+    if capturesTasks {
+      cunidirectionaltesting_install_enqueue_hook { context, job in
+        let executor = Unmanaged<ManualExecutor>.fromOpaque(context).takeUnretainedValue()
+        // Safety: the runtime hands the hook a `Job *`, which `UnownedJob` wraps as its only
+        // stored property; the job is run once, by the drain or by the global executor.
+        executor.append(unsafeBitCast(job, to: UnownedJob.self))
+      }
+    }
+  }
 
   package func enqueue(_ job: consuming ExecutorJob) {
-    let job = UnownedJob(job)
-    let waiters = self.queue.withLock { queue in
+    self.append(UnownedJob(job))
+  }
+
+  private func append(_ job: UnownedJob) {
+    let (waiters, forward) = self.queue.withLock { queue in
+      if queue.forwardsJobs { return ([UnsafeContinuation<Void, Never>](), true) }
       queue.jobs.append(job)
       defer { queue.arrivalWaiters = [] }
-      return queue.arrivalWaiters
+      return (queue.arrivalWaiters, false)
+    }
+    if forward {
+      globalConcurrentExecutor.enqueue(job)
+      return
     }
     for waiter in waiters { waiter.resume() }
+  }
+
+  /// Lets every other job run until none is left (see ``ManualDrainer/settle()``).
+  package func settle() async {
+    guard self.isDrainingOnCurrentThread else {
+      self.drainUntilIdle()
+      return
+    }
+    await withUnsafeContinuation { continuation in
+      self.queue.withLock { $0.settlers.append(continuation) }
+    }
+  }
+
+  /// Ends the executor's scope: the jobs still queued, and any enqueued later, go to the global
+  /// executor, so nothing is stranded on an executor nobody drains.
+  package func forwardJobs() {
+    let stranded = self.queue.withLock { queue -> [UnownedJob] in
+      queue.forwardsJobs = true
+      defer {
+        queue.jobs = []
+        queue.head = 0
+      }
+      return Array(queue.jobs[queue.head...])
+    }
+    for job in stranded { globalConcurrentExecutor.enqueue(job) }
   }
 
   package func asUnownedSerialExecutor() -> UnownedSerialExecutor {
@@ -102,11 +154,29 @@ package final class ManualExecutor: SerialExecutor, TaskExecutor, ManualDrainer,
       preconditionFailure("ManualExecutor drained from two threads at once.")
     }
     guard start else { return }
-    while let job = self.queue.withLock({ $0.popFirst() }) {
-      job.runSynchronously(
-        isolatedTo: self.asUnownedSerialExecutor(),
-        taskExecutor: self.asUnownedTaskExecutor()
-      )
+    let previousContext =
+      self.capturesTasks
+      ? cunidirectionaltesting_set_capturing_context(Unmanaged.passUnretained(self).toOpaque())
+      : nil
+    while true {
+      let next = self.queue.withLock { queue -> (UnownedJob?, UnsafeContinuation<Void, Never>?) in
+        if let job = queue.popFirst() { return (job, nil) }
+        if !queue.settlers.isEmpty { return (nil, queue.settlers.removeFirst()) }
+        return (nil, nil)
+      }
+      if let job = next.0 {
+        job.runSynchronously(
+          isolatedTo: self.asUnownedSerialExecutor(),
+          taskExecutor: self.asUnownedTaskExecutor()
+        )
+      } else if let settler = next.1 {
+        settler.resume()  // enqueues its job here
+      } else {
+        break
+      }
+    }
+    if self.capturesTasks {
+      _ = cunidirectionaltesting_set_capturing_context(previousContext)
     }
     self.queue.withLock { $0.drainingThread = nil }
   }

@@ -90,6 +90,37 @@ import UnidirectionalTesting
     #expect(kept.value != nil)
     #expect(stateReleased.value)
   }
+
+  /// The effect's body captures the box that keeps its `Send`: once the effect has returned, the
+  /// `Send` no longer holds the body, so the box and what the body captured are freed (no cycle
+  /// box → Send → effect → body → box).
+  @Test func aSendKeptInABoxItsOwnEffectCapturedDoesNotKeepThatEffectAlive() async {
+    let captureReleased = LockIsolated(false)
+    let executor = ManualExecutor()
+    weak var weakBox: LockIsolated<Send<Action>?>?
+    do {
+      let kept = LockIsolated<Send<Action>?>(nil)
+      weakBox = kept
+      let capture = Token(released: captureReleased)
+      let store = Store(
+        initialState: State(token: Token(released: LockIsolated(false))),
+        reducer: Reduce<State, Action> { _, action in
+          guard action == .start else { return .none }
+          return .run { send in
+            _ = capture
+            kept.setValue(send)
+          }
+        },
+        configuration: StoreConfiguration(executorPreference: executor)
+      )
+      await executor.perform { await store.send(.start).finish() }
+      #expect(kept.value != nil)
+    }
+    // The store's root task lets go of its reducer (which captured both) once drained.
+    executor.drainUntilIdle()
+    #expect(captureReleased.value)
+    #expect(weakBox == nil)
+  }
 }
 
 extension String {

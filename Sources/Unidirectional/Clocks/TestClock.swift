@@ -10,19 +10,20 @@
 ///
 /// - ``now`` starts at zero.
 /// - A sleep suspends until the clock is advanced to its deadline. Sleeping until a deadline that
-///   has already passed returns immediately (swift-clocks suspends until the next advance; we do
-///   not, on purpose: a past deadline is due).
+///   has already passed returns immediately; sleeping until exactly ``now`` (`sleep(for: .zero)`)
+///   waits for the next advance, even `advance()` by zero, as in swift-clocks.
 /// - ``advance(by:)`` wakes the sleepers due in the span in deadline order, ties in the order
 ///   they slept. While a sleeper runs, ``now`` reads its deadline. A sleep scheduled by woken
 ///   code that falls inside the span also wakes within the same advance, at its own deadline.
 /// - A cancelled sleeper is removed at once and its sleep throws `CancellationError`.
 ///
-/// **Determinism.** Under a test store, the woken code runs on the store's hand-drained
-/// executor: `advance` resumes one sleeper, drains that executor until every effect that can
-/// make progress has suspended again, and only then moves to the next deadline, so it returns
-/// with all the work of the span done. Used on its own in plain async code, `advance` resumes
-/// the due sleepers synchronously in deadline order but cannot know when the resumed tasks have
-/// run; a sleep those tasks schedule later is only seen by the next advance.
+/// **Determinism.** Under a test store, or inside `withTestExecution` (module
+/// `UnidirectionalTesting`), the woken code runs on a hand-drained executor: `advance` resumes
+/// one sleeper, lets that executor run until everything that can make progress has suspended
+/// again, and only then moves to the next deadline, so it returns with all the work of the span
+/// done. Used in plain async code with neither, `advance` resumes the due sleepers in deadline
+/// order but cannot know when the resumed tasks have run; a sleep those tasks schedule later is
+/// only seen by the next advance.
 ///
 /// Thread safety: all of its state is guarded by one lock, so tasks on any executor can share
 /// one clock.
@@ -115,7 +116,9 @@ public final class TestClock: Clock, Sendable {
         let outcome = self.timeline.withLock { timeline -> Result<Void, CancellationError>? in
           let cancelled = timeline.registering.removeValue(forKey: sequence) ?? false
           if cancelled { return .failure(CancellationError()) }
-          if deadline <= timeline.now { return .success(()) }
+          // NB: a deadline already passed is due now; one exactly now waits for the next
+          // advance (even by zero), as in swift-clocks.
+          if deadline < timeline.now { return .success(()) }
           timeline.sleepers[sequence] = Sleeper(
             deadline: deadline,
             continuation: continuation,
@@ -148,9 +151,11 @@ public final class TestClock: Clock, Sendable {
   ///
   /// Moving to an instant before ``now`` wakes nothing and leaves the clock where it is.
   public func advance(to deadline: Instant) async {
+    // Work the caller started (in `withTestExecution`) first reaches its sleeps.
+    await TestExecution.drainer?.settle()
     while let sleeper = self.popSleeper(dueBy: deadline) {
       sleeper.continuation.resume()
-      sleeper.drainer?.drainUntilIdle()
+      await sleeper.drainer?.settle()
     }
     self.timeline.withLock { timeline in
       if timeline.now < deadline { timeline.now = deadline }
@@ -170,6 +175,8 @@ public final class TestClock: Clock, Sendable {
     column: UInt = #column
   ) async {
     for _ in 0..<maximumSteps {
+      // Work the caller started (in `withTestExecution`) first reaches its sleeps.
+      await TestExecution.drainer?.settle()
       guard let next = self.nextDeadline() else { return }
       await self.advance(to: next)
     }
@@ -189,6 +196,20 @@ public final class TestClock: Clock, Sendable {
       line: Int(line),
       column: Int(column)
     )
+  }
+
+  /// Throws ``SuspensionError`` if a task is sleeping on this clock: a check that a flow has
+  /// nothing scheduled left (after settling the work the caller started, in
+  /// `withTestExecution`).
+  ///
+  /// ```swift
+  /// await clock.advance(by: .seconds(1))
+  /// try await clock.checkSuspension()   // every sleep has been woken
+  /// ```
+  public func checkSuspension() async throws {
+    await TestExecution.drainer?.settle()
+    let count = self.sleeperCount
+    if count > 0 { throw SuspensionError(sleeperCount: count) }
   }
 
   // MARK: - Private
@@ -264,5 +285,15 @@ struct SleeperHeap: Sendable {
       parent = smallest
     }
     return first
+  }
+}
+
+/// Thrown by ``TestClock/checkSuspension()`` when tasks are still sleeping.
+public struct SuspensionError: Error, CustomStringConvertible {
+  /// How many tasks were sleeping.
+  public var sleeperCount: Int
+
+  public var description: String {
+    "\(self.sleeperCount == 1 ? "1 task is" : "\(self.sleeperCount) tasks are") still sleeping on the test clock"
   }
 }

@@ -18,10 +18,17 @@ import Synchronization
 
 /// One `.run` effect: its body, and its unit (one allocation for both). A job of its own in the
 /// common case; a step of a ``PlanJob`` otherwise. Its ``Send`` holds it, to deliver through it.
+///
+/// The body is let go of as the effect starts: a `Send` kept past its effect (in a box the
+/// body captured, say) must not keep that body, and so itself, alive.
 @usableFromInline final class RunJob<Action: Sendable>: EffectJob, EffectUnit {
   private let flags = Atomic<UInt8>(0)
   private let owner: (any EffectUnit)?
-  let operation: RunOperation<Action>
+  @usableFromInline let priority: TaskPriority?
+  // Safety: read and cleared once, by `takeBody()`, in the one task that runs or abandons the
+  // job; the state machine hands a job to exactly one of those (through its lock, which orders
+  // this write at creation before that read). Nothing else touches it.
+  private nonisolated(unsafe) var body: (@concurrent @Sendable (Send<Action>) async -> Void)?
   @usableFromInline let delivery: EffectDelivery<Action>
 
   /// A `.run` unit of `lifetime`, or the first unit of a new one.
@@ -31,8 +38,15 @@ import Synchronization
     delivery: EffectDelivery<Action>
   ) {
     self.owner = lifetime
-    self.operation = operation
+    self.priority = operation.priority
+    self.body = operation.body
     self.delivery = delivery
+  }
+
+  /// The effect's body, once: later calls return `nil`.
+  func takeBody() -> (@concurrent @Sendable (Send<Action>) async -> Void)? {
+    defer { self.body = nil }
+    return self.body
   }
 
   @usableFromInline var lifetime: any EffectUnit {
@@ -47,10 +61,6 @@ import Synchronization
     self.flags.bitwiseOr(flags, ordering: .acquiringAndReleasing)
   }
 
-  @usableFromInline var priority: TaskPriority? {
-    self.operation.priority
-  }
-
   @usableFromInline func run(on supervisor: EffectSupervisor, direct: Bool) async {
     await EffectPlan.run(self, on: supervisor)
     if direct { supervisor.directChildEnded() }
@@ -63,6 +73,7 @@ import Synchronization
   }
 
   @usableFromInline func abandon(on supervisor: EffectSupervisor) {
+    _ = self.takeBody()
     supervisor.abandon(self)
   }
 }
@@ -133,8 +144,8 @@ enum EffectPlan<Action: Sendable>: Sendable {
   /// Runs one `.run` unit (inlined into `RunJob`, to keep a frame off a suspended effect).
   @inline(__always)
   static func run(_ job: RunJob<Action>, on supervisor: EffectSupervisor) async {
-    guard supervisor.start(job) else { return }
-    await job.operation.body(Send(job: job))
+    guard let body = job.takeBody(), supervisor.start(job) else { return }
+    await body(Send(job: job))
     await supervisor.finish(job)
   }
 
@@ -183,7 +194,7 @@ enum EffectPlan<Action: Sendable>: Sendable {
   func abandon(on supervisor: EffectSupervisor) {
     switch self {
     case .run(let job):
-      supervisor.abandon(job)
+      job.abandon(on: supervisor)
     case .send(let token, _):
       supervisor.abandon(token)
     case .cancel:
