@@ -32,13 +32,20 @@ package final class ManualExecutor: SerialExecutor, TaskExecutor, ManualDrainer,
     var settlers: [UnsafeContinuation<Void, Never>] = []
     /// Once the scope that owned the executor has ended, jobs go to the global executor.
     var forwardsJobs = false
+    /// Whether the drain runs the newest ready job first (see ``runsNewestJobFirst``).
+    var newestFirst = false
 
     var pendingCount: Int { self.jobs.count - self.head }
 
     mutating func popFirst() -> UnownedJob? {
       guard self.head < self.jobs.count else { return nil }
-      let job = self.jobs[self.head]
-      self.head += 1
+      let job: UnownedJob
+      if self.newestFirst {
+        job = self.jobs.removeLast()
+      } else {
+        job = self.jobs[self.head]
+        self.head += 1
+      }
       if self.head == self.jobs.count {
         self.jobs.removeAll(keepingCapacity: true)
         self.head = 0
@@ -126,6 +133,16 @@ package final class ManualExecutor: SerialExecutor, TaskExecutor, ManualDrainer,
       guard let thread = queue.drainingThread else { return false }
       return pthread_equal(thread, pthread_self()) != 0
     }
+  }
+
+  /// Whether draining runs the newest ready job first instead of the oldest.
+  ///
+  /// Still one interleaving per run, but the opposite of the usual one wherever jobs are ready
+  /// together: work that only happened to come out in order (two concurrent effects) comes out
+  /// reversed, which exposes a test's wrong assumption of order.
+  package var runsNewestJobFirst: Bool {
+    get { self.queue.withLock { $0.newestFirst } }
+    set { self.queue.withLock { $0.newestFirst = newValue } }
   }
 
   /// The number of jobs waiting to run.

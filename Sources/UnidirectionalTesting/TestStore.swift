@@ -34,6 +34,37 @@ public final class TestStore<State: Equatable & Sendable, Action: Sendable> {
   /// Effects that use only injected clocks, streams and actors never wait.
   public var timeout: Duration = .seconds(1)
 
+  /// The order in which the test store runs work that is ready at the same time: ``Scheduling/oldestFirst``
+  /// (the default) or ``Scheduling/newestFirst``.
+  ///
+  /// Effects run concurrently in a real store: two `.run` effects started by two actions can
+  /// send their actions in either order. The test store runs one interleaving; by default the
+  /// one where ready work runs in the order it became ready, so such effects *appear* ordered.
+  /// Run the test again with `.newestFirst` to see the other order: a test that passes both
+  /// ways does not depend on an order the store does not promise. Effects that must run in
+  /// order say so with `Effect.queued(id:)`, which holds under either scheduling.
+  ///
+  /// ```swift
+  /// let store = TestStore(initialState: Connection.State()) { Connection() }
+  /// store.scheduling = .newestFirst
+  /// await store.send(.command("inc"))
+  /// await store.send(.command("get"))
+  /// await store.receive(.reply("ok"))      // fails unless the replies are queued
+  /// await store.receive(.reply("1"))
+  /// ```
+  public var scheduling: Scheduling {
+    get { self.executor.runsNewestJobFirst ? .newestFirst : .oldestFirst }
+    set { self.executor.runsNewestJobFirst = newValue == .newestFirst }
+  }
+
+  /// The order in which a ``TestStore`` runs work that is ready at the same time.
+  public enum Scheduling: Sendable, Equatable {
+    /// Ready work runs in the order it became ready (the default).
+    case oldestFirst
+    /// The newest ready work runs first: concurrent effects come out in the other order.
+    case newestFirst
+  }
+
   let store: Store<State, Action>
   let executor: ManualExecutor
   private let events: LockIsolated<[StoreEvent<State, Action>]>

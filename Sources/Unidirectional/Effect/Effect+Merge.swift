@@ -123,6 +123,8 @@ extension Effect {
       return Effect<NewAction>(operation: .merge(effects.map { $0.map(transform) }))
     case .concatenate(let effects):
       return Effect<NewAction>(operation: .concatenate(effects.map { $0.map(transform) }))
+    case .queued(let key, let effect):
+      return Effect<NewAction>(operation: .queued(key, effect.map(transform)))
     case .deferred(let make):
       return Effect<NewAction>(operation: .deferred { make($0).map(transform) })
     }

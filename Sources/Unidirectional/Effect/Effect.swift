@@ -43,6 +43,8 @@ public struct Effect<Action: Sendable>: Sendable {
     case merge([Effect])
     /// Effects run one after another (never empty, never a single element).
     case concatenate([Effect])
+    /// The inner effect, run after the effects queued before it under the same identifier.
+    indirect case queued(CancelKey, Effect)
     /// An effect decided when the store registers it, from per-store state (throttling).
     case deferred(@Sendable (EffectSupervisor) -> Effect)
   }

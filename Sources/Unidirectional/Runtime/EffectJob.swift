@@ -110,16 +110,21 @@ enum EffectPlan<Action: Sendable>: Sendable {
   case cancel([CancelKey])
   case merge([EffectPlan])
   case concatenate([EffectPlan])
+  /// Runs when its turn in an ordered queue comes, then lets the next place run.
+  indirect case queued(QueueTicket, EffectPlan)
 
   var priority: TaskPriority? {
-    if case .run(let job) = self { return job.priority }
-    return nil
+    switch self {
+    case .run(let job): return job.priority
+    case .queued(_, let plan): return plan.priority
+    default: return nil
+    }
   }
 
   /// Whether running this step inline could cancel the task that runs the steps after it.
   private var needsOwnTask: Bool {
     switch self {
-    case .run, .merge, .concatenate: return true
+    case .run, .merge, .concatenate, .queued: return true
     case .send, .cancel: return false
     }
   }
@@ -138,7 +143,22 @@ enum EffectPlan<Action: Sendable>: Sendable {
       await Self.merge(plans, delivery, on: supervisor)
     case .concatenate(let plans):
       await Self.concatenate(plans, delivery, on: supervisor)
+    case .queued(let ticket, let plan):
+      await Self.queued(ticket, plan, delivery, on: supervisor)
     }
+  }
+
+  /// Waits for the turn, runs, and lets the next place run (even when cancelled: a cancelled
+  /// plan's units skip at once, and the queue moves on).
+  private static func queued(
+    _ ticket: QueueTicket,
+    _ plan: EffectPlan,
+    _ delivery: EffectDelivery<Action>,
+    on supervisor: EffectSupervisor
+  ) async {
+    await supervisor.waitForTurn(ticket)
+    await plan.execute(delivery, on: supervisor)
+    supervisor.leaveQueue(ticket)
   }
 
   /// Runs one `.run` unit (inlined into `RunJob`, to keep a frame off a suspended effect).
@@ -201,6 +221,9 @@ enum EffectPlan<Action: Sendable>: Sendable {
       break
     case .merge(let plans), .concatenate(let plans):
       for plan in plans { plan.abandon(on: supervisor) }
+    case .queued(let ticket, let plan):
+      plan.abandon(on: supervisor)
+      supervisor.leaveQueue(ticket)
     }
   }
 }

@@ -112,6 +112,12 @@ struct EffectPlanner<Action: Sendable> {
       default: self.jobs.append(PlanJob(plan: .concatenate(plans), delivery: delivery))
       }
 
+    case .queued(let key, let inner):
+      guard let plan = self.plan(inner, keys: keys, delivery: delivery, supervisor: supervisor)
+      else { return }
+      let ticket = supervisor.enqueue(on: key)
+      self.jobs.append(PlanJob(plan: .queued(ticket, plan), delivery: delivery))
+
     case .deferred(let make):
       self.plan(
         make(supervisor),
@@ -152,6 +158,10 @@ struct EffectPlanner<Action: Sendable> {
     case .concatenate(let effects):
       let plans = effects.compactMap { self.plan($0, keys: keys, delivery: delivery, supervisor: supervisor) }
       return plans.isEmpty ? nil : .concatenate(plans)
+    case .queued(let key, let inner):
+      guard let plan = self.plan(inner, keys: keys, delivery: delivery, supervisor: supervisor)
+      else { return nil }
+      return .queued(supervisor.enqueue(on: key), plan)
     case .deferred(let make):
       return self.plan(make(supervisor), keys: keys, delivery: delivery, supervisor: supervisor)
     }
@@ -179,7 +189,9 @@ extension Effect {
     switch self.operation {
     case .none, .send, .cancel:
       return false
-    case .run, .deferred:
+    case .run, .deferred, .queued:
+      // NB: a queued effect waits for its turn even when it only sends (never `.none`, which
+      // `queued(id:)` returns as is).
       return true
     case .cancellable(_, _, let inner):
       return inner.hasAsynchronousWork

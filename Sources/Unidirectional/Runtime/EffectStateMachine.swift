@@ -28,6 +28,7 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   private var idleWaiters: [Int: Waiter] = [:]
   private var nextIdleWaiter = 0
   private var throttles: [CancelKey: ThrottleState] = [:]
+  private var queues: [CancelKey: SerialQueue<Waiter>] = [:]
 
   /// One unit of effect work that has not finished.
   struct EffectRecord {
@@ -348,6 +349,51 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     return body(&state)
   }
 
+  // MARK: - Ordered queues
+
+  /// Takes the next place in the queue `key`: its turn comes when every place taken before it
+  /// has been left.
+  mutating func enqueue(on key: CancelKey) -> QueueTicket {
+    if let index = self.queues.index(forKey: key) {
+      let number = self.queues.values[index].nextTicket
+      self.queues.values[index].nextTicket += 1
+      return QueueTicket(key: key, number: number)
+    }
+    var queue = SerialQueue<Waiter>()
+    queue.nextTicket = 1
+    self.queues[key] = queue
+    return QueueTicket(key: key, number: 0)
+  }
+
+  /// Waits for `ticket`'s turn; returns the waiter when it is its turn already.
+  mutating func waitForTurn(_ ticket: QueueTicket, _ waiter: Waiter) -> Waiter? {
+    guard let index = self.queues.index(forKey: ticket.key),
+      self.queues.values[index].serving != ticket.number
+    else { return waiter }
+    self.queues.values[index].waiters[ticket.number] = waiter
+    return nil
+  }
+
+  /// Leaves the queue: `ticket`'s turn has ended, or it gives up its place before its turn (a
+  /// job abandoned at shutdown). Returns the waiter whose turn it now is. A queue nobody holds a
+  /// place in is forgotten.
+  mutating func leaveQueue(_ ticket: QueueTicket) -> Waiter? {
+    guard let index = self.queues.index(forKey: ticket.key) else { return nil }
+    self.queues.values[index].released.insert(ticket.number)
+    while self.queues.values[index].released.remove(self.queues.values[index].serving) != nil {
+      self.queues.values[index].serving += 1
+    }
+    let serving = self.queues.values[index].serving
+    if serving == self.queues.values[index].nextTicket {
+      self.queues.remove(at: index)
+      return nil
+    }
+    return self.queues.values[index].waiters.removeValue(forKey: serving)
+  }
+
+  /// Queues with a place taken and not yet left.
+  var queueCount: Int { self.queues.count }
+
   // MARK: - Introspection
 
   /// Units registered and not finished.
@@ -457,3 +503,22 @@ enum EffectIDs: Sequence, Sendable {
     }
   }
 }
+
+/// A place in an ordered queue (``Effect/queued(id:)``).
+struct QueueTicket: Sendable {
+  let key: CancelKey
+  let number: UInt64
+}
+
+/// One ordered queue: places are served in the order they were taken.
+struct SerialQueue<Waiter> {
+  /// The number the next place gets.
+  var nextTicket: UInt64 = 0
+  /// The place whose turn it is.
+  var serving: UInt64 = 0
+  /// Places left out of turn (given up before their turn), skipped when their turn comes.
+  var released: Set<UInt64> = []
+  /// Places waiting for their turn.
+  var waiters: [UInt64: Waiter] = [:]
+}
+extension SerialQueue: Sendable where Waiter: Sendable {}

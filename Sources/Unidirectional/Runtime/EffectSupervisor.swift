@@ -294,6 +294,30 @@ import Synchronization
 
   // MARK: - Throttling
 
+  // MARK: - Ordered queues
+
+  /// Takes the next place in the queue `key` (on the store, in the order effects were returned).
+  func enqueue(on key: CancelKey) -> QueueTicket {
+    self.guarded.withLock { $0.machine.enqueue(on: key) }
+  }
+
+  /// Suspends until every place taken before `ticket` has been left.
+  func waitForTurn(_ ticket: QueueTicket) async {
+    await withUnsafeContinuation { continuation in
+      self.guarded.withLock { $0.machine.waitForTurn(ticket, continuation) }?.resume()
+    }
+  }
+
+  /// Leaves the queue, starting the next place's turn.
+  func leaveQueue(_ ticket: QueueTicket) {
+    self.guarded.withLock { $0.machine.leaveQueue(ticket) }?.resume()
+  }
+
+  /// Queues with a place taken and not yet left.
+  var queueCount: Int {
+    self.guarded.withLock { $0.machine.queueCount }
+  }
+
   /// Reads and updates the throttle state of `key` (see `Effect.throttle`).
   func withThrottleState<R: Sendable>(for key: CancelKey, _ body: (inout ThrottleState) -> R) -> R {
     self.guarded.withLock { $0.machine.withThrottleState(for: key, body) }
