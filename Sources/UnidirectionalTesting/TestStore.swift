@@ -65,7 +65,7 @@ public final class TestStore<State: Equatable & Sendable, Action: Sendable> {
     case newestFirst
   }
 
-  let store: Store<State, Action>
+  package let store: Store<State, Action>
   let executor: ManualExecutor
   private let events: LockIsolated<[StoreEvent<State, Action>]>
   /// Actions fed back by effects and not yet asserted, with the state after each.

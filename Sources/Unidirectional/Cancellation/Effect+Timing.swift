@@ -15,36 +15,35 @@ extension Effect {
     for duration: Duration,
     clock: any Clock<Duration>
   ) -> Self {
-    if case .none = self.operation {
+    let body: @concurrent @Sendable (Send<Action>) async -> Void
+    let priority: TaskPriority?
+    switch self.operation {
+    case .none:
       // NB: a debounced `.none` still replaces the pending effect, like any newer one.
       return .cancel(id: id)
-    }
-    let delayed: Self
-    switch self.operation {
     case .run(let run):
-      // One task: sleep, then the body (no concatenation machinery for the common case).
-      let body = run.body
-      delayed = Self(
-        operation: .run(
-          RunOperation(priority: run.priority) { send in
-            do {
-              try await clock.sleep(for: duration)
-            } catch {
-              return
-            }
-            await body(send)
-          }
-        )
-      )
+      body = run.body
+      priority = run.priority
     case .send(let action):
-      delayed = .run { send in
-        try await clock.sleep(for: duration)
-        await send(action)
-      }
+      body = { send in await send(action) }
+      priority = nil
     default:
-      delayed = .concatenate(.run { _ in try await clock.sleep(for: duration) }, self)
+      return Effect.concatenate(.run { _ in try await clock.sleep(for: duration) }, self)
+        .cancellable(id: id, cancelInFlight: true)
     }
-    return delayed.cancellable(id: id, cancelInFlight: true)
+    let key = CancelKey(id)
+    return Self(
+      operation: .deferred { supervisor in
+        debounced(
+          body,
+          priority: priority,
+          key: key,
+          duration: duration,
+          clock: clock,
+          supervisor: supervisor
+        )
+      }
+    )
   }
 
   /// Lets this effect run at most once per `interval` for `id`.
@@ -83,6 +82,48 @@ extension Effect {
   }
 }
 
+/// Re-arms the sleeping timer of a debounce id, or starts one: one sleeping task per id, not
+/// per debounced effect (a cancelled sleep keeps its memory until its deadline).
+private func debounced<Action: Sendable, C: Clock<Duration>>(
+  _ body: @escaping @concurrent @Sendable (Send<Action>) async -> Void,
+  priority: TaskPriority?,
+  key: CancelKey,
+  duration: Duration,
+  clock: C,
+  supervisor: EffectSupervisor
+) -> Effect<Action> {
+  let deadline = clock.now.advanced(by: duration)
+  if supervisor.rearmDebounce(key, deadline: deadline, body: body) {
+    return .none
+  }
+  let generation = supervisor.armDebounce(key, deadline: deadline, body: body)
+  let timer = RunOperation<Action>(priority: priority) { send in
+    var target = deadline
+    while true {
+      do {
+        try await clock.sleep(until: target, tolerance: nil)
+      } catch {
+        supervisor.endDebounce(key, generation: generation)
+        return
+      }
+      switch supervisor.wakeDebounce(key, generation: generation, sleptUntil: { $0 as? C.Instant == target }) {
+      case .sleep(let next):
+        guard let next = next as? C.Instant else { return }
+        target = next
+      case .fire(let latest):
+        if let latest = latest as? @concurrent @Sendable (Send<Action>) async -> Void {
+          await latest(send)
+        }
+        supervisor.endDebounce(key, generation: generation)
+        return
+      case .end:
+        return
+      }
+    }
+  }
+  return Effect(operation: .cancellable(key, cancelInFlight: false, Effect(operation: .run(timer))))
+}
+
 /// The cancellation id of a throttled effect held back until its interval ends.
 private struct ThrottleDelayID: Hashable, Sendable {
   let key: CancelKey
@@ -99,8 +140,11 @@ private func throttled<Action: Sendable, C: Clock<Duration>>(
 ) -> Effect<Action> {
   let now = clock.now
   let decision = supervisor.withThrottleState(for: key) { state -> ThrottleDecision in
+    state.clock = clock
+    state.interval = interval
     guard let last = state.lastRun as? C.Instant else {
-      state = ThrottleState(lastRun: now, isHolding: false)
+      state.lastRun = now
+      state.isHolding = false
       return .runNow
     }
     let elapsed = last.duration(to: now)
@@ -126,7 +170,8 @@ private func throttled<Action: Sendable, C: Clock<Duration>>(
       try await clock.sleep(for: wait)
       let ranAt = clock.now
       supervisor.withThrottleState(for: key) { state in
-        state = ThrottleState(lastRun: ranAt, isHolding: false)
+        state.lastRun = ranAt
+        state.isHolding = false
       }
     },
     effect
@@ -146,4 +191,18 @@ struct ThrottleState: Sendable {
   var lastRun: any Sendable
   /// Whether an effect is held back until the interval ends.
   var isHolding: Bool
+  /// The throttle's clock and interval, to tell when the entry has expired.
+  var clock: (any Clock<Duration>)?
+  var interval: Duration = .zero
+
+  /// Whether the interval has passed with nothing held back: the entry then decides nothing
+  /// an absent one would not.
+  var isExpired: Bool {
+    guard !self.isHolding, let clock = self.clock else { return self.clock == nil }
+    func expired<C: Clock<Duration>>(_ clock: C) -> Bool {
+      guard let last = self.lastRun as? C.Instant else { return true }
+      return last.duration(to: clock.now) >= self.interval
+    }
+    return expired(clock)
+  }
 }

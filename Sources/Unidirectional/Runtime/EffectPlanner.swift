@@ -119,6 +119,8 @@ struct EffectPlanner<Action: Sendable> {
       self.jobs.append(PlanJob(plan: .queued(ticket, plan), delivery: delivery))
 
     case .deferred(let make):
+      // NB: the decision reads per-store state; the cancellations named before it must be in.
+      if !self.steps.isEmpty { supervisor.applySteps(&self.steps) }
       self.plan(
         make(supervisor),
         keys: keys,
@@ -163,6 +165,7 @@ struct EffectPlanner<Action: Sendable> {
       else { return nil }
       return .queued(supervisor.enqueue(on: key), plan)
     case .deferred(let make):
+      if !self.steps.isEmpty { supervisor.applySteps(&self.steps) }
       return self.plan(make(supervisor), keys: keys, delivery: delivery, supervisor: supervisor)
     }
   }

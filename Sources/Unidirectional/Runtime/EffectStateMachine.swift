@@ -28,6 +28,10 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   private var idleWaiters: [Int: Waiter] = [:]
   private var nextIdleWaiter = 0
   private var throttles: [CancelKey: ThrottleState] = [:]
+  /// Past this many throttle entries, expired ones are swept (amortized O(1) per use).
+  private var throttleSweepThreshold = 64
+  private var debounces: [CancelKey: DebounceSlot] = [:]
+  private var nextDebounceGeneration: UInt64 = 0
   private var queues: [CancelKey: SerialQueue<Waiter>] = [:]
 
   /// One unit of effect work that has not finished.
@@ -231,6 +235,7 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   mutating func cancel(_ keys: [CancelKey]) -> Cancellation {
     var cancellation = Cancellation()
     for key in keys {
+      self.debounces.removeValue(forKey: key)
       guard let ids = self.registry[key] else { continue }
       for id in ids { self.cancel(id, into: &cancellation) }
     }
@@ -249,6 +254,7 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   /// Cancels every unit of every lifetime (the store stays open).
   mutating func cancelAll() -> Cancellation {
     var cancellation = Cancellation()
+    self.debounces.removeAll()
     for lifetime in self.lifetimes.values.map(\.owner) {
       lifetime.markLifetimeCancelled()
     }
@@ -261,6 +267,15 @@ struct EffectStateMachine<Job, Waiter, Slot> {
       !self.effects.values[index].unit.isCancelled
     else { return }
     self.effects.values[index].unit.markCancelled()
+    if !self.debounces.isEmpty {
+      // NB: a cancelled unit under a debounce id may be its timer (cancelled with its
+      // lifetime): the timer takes no new deadline; a newer debounced effect starts another.
+      for key in self.effects.values[index].keys {
+        if let slot = self.debounces.index(forKey: key) {
+          self.debounces.values[slot].hasFired = true
+        }
+      }
+    }
     switch self.effects.values[index].phase {
     case .pending:
       // Never started: it is finished now, and its job will find nothing to run.
@@ -343,11 +358,86 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   // MARK: - Throttling
 
   /// Reads and updates the throttle state of `key`.
+  ///
+  /// Entries whose interval has passed with nothing held back are the same as no entry; once
+  /// there are more than twice as many entries as after the last sweep (and at least 64), they
+  /// are dropped, so a store throttling ever-new ids keeps only the recent ones.
   mutating func withThrottleState<R>(for key: CancelKey, _ body: (inout ThrottleState) -> R) -> R {
     var state = self.throttles[key] ?? ThrottleState(lastRun: (), isHolding: false)
-    defer { self.throttles[key] = state }
+    defer {
+      self.throttles[key] = state
+      if self.throttles.count > self.throttleSweepThreshold {
+        self.throttles = self.throttles.filter { !$0.value.isExpired }
+        self.throttleSweepThreshold = max(64, 2 * self.throttles.count)
+      }
+    }
     return body(&state)
   }
+
+  /// Ids with throttle state.
+  var throttleCount: Int { self.throttles.count }
+
+  // MARK: - Debouncing
+
+  /// Re-arms the sleeping debounce timer of `key` with a new deadline and body; `nil` when there
+  /// is none (or it has fired), after which the caller starts a new timer with the returned
+  /// generation via ``armDebounce(_:deadline:body:)``.
+  mutating func rearmDebounce(_ key: CancelKey, deadline: any Sendable, body: any Sendable) -> Bool {
+    guard let index = self.debounces.index(forKey: key), !self.debounces.values[index].hasFired
+    else { return false }
+    self.debounces.values[index].deadline = deadline
+    self.debounces.values[index].body = body
+    return true
+  }
+
+  /// Records a new sleeping debounce timer for `key`; returns its generation.
+  mutating func armDebounce(_ key: CancelKey, deadline: any Sendable, body: any Sendable) -> UInt64 {
+    defer { self.nextDebounceGeneration += 1 }
+    self.debounces[key] = DebounceSlot(
+      generation: self.nextDebounceGeneration,
+      deadline: deadline,
+      body: body
+    )
+    return self.nextDebounceGeneration
+  }
+
+  /// What a debounce timer that woke at `deadline` does next.
+  enum DebounceWake {
+    /// Re-armed while it slept: sleep again until this deadline.
+    case sleep(until: any Sendable)
+    /// Its deadline has come: run this body.
+    case fire(any Sendable)
+    /// Cancelled or replaced: end.
+    case end
+  }
+
+  /// A debounce timer woke: fire it if its deadline is the one it slept until.
+  mutating func wakeDebounce(
+    _ key: CancelKey,
+    generation: UInt64,
+    sleptUntil isSameDeadline: (any Sendable) -> Bool
+  ) -> DebounceWake {
+    guard let index = self.debounces.index(forKey: key),
+      self.debounces.values[index].generation == generation
+    else { return .end }
+    let slot = self.debounces.values[index]
+    guard isSameDeadline(slot.deadline) else { return .sleep(until: slot.deadline) }
+    guard let body = slot.body else { return .end }
+    self.debounces.values[index].hasFired = true
+    self.debounces.values[index].body = nil
+    return .fire(body)
+  }
+
+  /// A debounce timer's body has ended: forget its slot (unless a newer timer replaced it).
+  mutating func endDebounce(_ key: CancelKey, generation: UInt64) {
+    guard let index = self.debounces.index(forKey: key),
+      self.debounces.values[index].generation == generation
+    else { return }
+    self.debounces.remove(at: index)
+  }
+
+  /// Ids with a debounce timer.
+  var debounceCount: Int { self.debounces.count }
 
   // MARK: - Ordered queues
 
@@ -522,3 +612,16 @@ struct SerialQueue<Waiter> {
   var waiters: [UInt64: Waiter] = [:]
 }
 extension SerialQueue: Sendable where Waiter: Sendable {}
+
+/// The one timer of a debounce id: its deadline and the body to run then, replaced in place
+/// by every newer debounced effect while the timer sleeps.
+struct DebounceSlot: Sendable {
+  let generation: UInt64
+  /// An instant of the debounce's clock.
+  var deadline: any Sendable
+  /// The latest debounced body; `nil` once fired.
+  var body: (any Sendable)?
+  /// Whether the timer takes no new deadline: it is running its body, or may have been
+  /// cancelled. A newer debounced effect then starts a new timer (cancelling this one).
+  var hasFired = false
+}

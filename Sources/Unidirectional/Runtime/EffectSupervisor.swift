@@ -294,6 +294,49 @@ import Synchronization
 
   // MARK: - Throttling
 
+  // MARK: - Debouncing
+
+  /// Applies the registration steps collected so far (not the jobs), so a decision taken from
+  /// per-store state next sees every cancellation the effect named before it.
+  func applySteps(_ steps: inout [PlanStep]) {
+    var noJobs: [any EffectJob] = []
+    self.apply(&steps, jobs: &noJobs)
+  }
+
+  /// Re-arms the sleeping timer of `key`; `false` if there is none.
+  func rearmDebounce(_ key: CancelKey, deadline: any Sendable, body: any Sendable) -> Bool {
+    self.guarded.withLock { $0.machine.rearmDebounce(key, deadline: deadline, body: body) }
+  }
+
+  /// Cancels what runs under `key` (a fired timer's body), then records a new timer.
+  func armDebounce(_ key: CancelKey, deadline: any Sendable, body: any Sendable) -> UInt64 {
+    let (cancellation, generation) = self.guarded.withLock { guarded in
+      let cancellation = guarded.machine.cancel([key])
+      return (cancellation, guarded.machine.armDebounce(key, deadline: deadline, body: body))
+    }
+    self.perform(cancellation)
+    return generation
+  }
+
+  func wakeDebounce(
+    _ key: CancelKey,
+    generation: UInt64,
+    sleptUntil isSameDeadline: (any Sendable) -> Bool
+  ) -> EffectStateMachine<any EffectJob, UnsafeContinuation<Void, Never>, TaskSlot>.DebounceWake {
+    self.guarded.withLock {
+      $0.machine.wakeDebounce(key, generation: generation, sleptUntil: isSameDeadline)
+    }
+  }
+
+  func endDebounce(_ key: CancelKey, generation: UInt64) {
+    self.guarded.withLock { $0.machine.endDebounce(key, generation: generation) }
+  }
+
+  /// Ids with a debounce timer, and ids with throttle state.
+  var timingStateCounts: (debounces: Int, throttles: Int) {
+    self.guarded.withLock { ($0.machine.debounceCount, $0.machine.throttleCount) }
+  }
+
   // MARK: - Ordered queues
 
   /// Takes the next place in the queue `key` (on the store, in the order effects were returned).

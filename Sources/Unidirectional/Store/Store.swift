@@ -225,6 +225,11 @@ public actor Store<State: Sendable, Action: Sendable> {
   }
 
   /// The number of cancellation identifiers with registered effects.
+  /// Ids with a debounce timer, and ids with throttle state (tests of bounded memory).
+  package nonisolated var timingStateCounts: (debounces: Int, throttles: Int) {
+    self.core.supervisor?.timingStateCounts ?? (0, 0)
+  }
+
   package nonisolated var registeredIdentifierCount: Int {
     self.core.supervisor?.registeredIdentifierCount ?? 0
   }
