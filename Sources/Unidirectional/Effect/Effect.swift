@@ -132,6 +132,7 @@ extension Effect {
       } catch is CancellationError {
         return
       } catch {
+        if !Task.isCancelled { recordEffectFailure(error) }
         if let handler {
           await handler(error, send)
         } else if !Task.isCancelled {
@@ -218,6 +219,14 @@ extension Effect {
       column: column
     )
   }
+}
+
+/// Tells the store's observer (if any) that the effect running in this task threw `error`.
+///
+/// NB: not inlined into the effect's body, whose async frame every suspended effect keeps.
+@inline(never)
+func recordEffectFailure(_ error: any Error) {
+  EffectSupervisor.current?.recordFailure(error)
 }
 
 /// Reports an error an `Effect.run` threw with no `catch` handler.

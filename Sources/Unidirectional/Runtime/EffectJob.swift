@@ -165,7 +165,9 @@ enum EffectPlan<Action: Sendable>: Sendable {
   @inline(__always)
   static func run(_ job: RunJob<Action>, on supervisor: EffectSupervisor) async {
     guard let body = job.takeBody(), supervisor.start(job) else { return }
+    supervisor.observer?.effectStarted(EffectReference(job))
     await body(Send(job: job))
+    if let observer = supervisor.observer { supervisor.reportEnd(of: job, to: observer) }
     await supervisor.finish(job)
   }
 

@@ -486,6 +486,14 @@ struct EffectStateMachine<Job, Waiter, Slot> {
 
   // MARK: - Introspection
 
+  /// The unit running in the slot `matches` picks (a linear search: failure reports only).
+  func runningUnit(where matches: (Slot) -> Bool) -> EffectID? {
+    for (id, record) in self.effects {
+      if case .running(let slot) = record.phase, matches(slot) { return id }
+    }
+    return nil
+  }
+
   /// Units registered and not finished.
   var liveCount: Int { self.effects.count }
 

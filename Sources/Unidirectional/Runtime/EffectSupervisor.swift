@@ -16,12 +16,16 @@ import Synchronization
   private struct Guarded: Sendable {
     var machine = Machine()
     var rootTask: Task<Void, Never>?
+    /// Errors effects threw, until they end (only with an observer).
+    var failures: [EffectID: any Error] = [:]
   }
 
   private let guarded = LockedBox(Guarded())
   private let executorPreference: (any TaskExecutor)?
   private let reporter: IssueReporter
   private let rootTaskEnded: @Sendable () async -> Void
+  /// The store's observer: effect events.
+  let observer: (any StoreObserver)?
   /// Effects running directly in the root group (see `runRootTask`).
   private let directChildren = Atomic<Int>(0)
 
@@ -31,10 +35,12 @@ import Synchronization
   init(
     executorPreference: (any TaskExecutor)?,
     reporter: IssueReporter,
+    observer: (any StoreObserver)? = nil,
     rootTaskEnded: @escaping @Sendable () async -> Void = {}
   ) {
     self.executorPreference = executorPreference
     self.reporter = reporter
+    self.observer = observer
     self.rootTaskEnded = rootTaskEnded
   }
 
@@ -293,6 +299,32 @@ import Synchronization
   }
 
   // MARK: - Throttling
+
+  // MARK: - Observing
+
+  /// Records the error the effect running in the current task threw, for its end event.
+  func recordFailure(_ error: any Error) {
+    guard self.observer != nil else { return }
+    withUnsafeCurrentTask { task in
+      guard let task else { return }
+      self.guarded.withLock { guarded in
+        guard let id = guarded.machine.runningUnit(where: { $0.isRunning(task) }) else { return }
+        guarded.failures[id] = error
+      }
+    }
+  }
+
+  /// Tells the observer a `.run` unit ended, and how.
+  func reportEnd(of unit: any EffectUnit, to observer: any StoreObserver) {
+    let failure = self.guarded.withLock { $0.failures.removeValue(forKey: unit.id) }
+    let outcome: EffectOutcome
+    if let failure {
+      outcome = .failed(failure)
+    } else {
+      outcome = unit.isCancelled ? .cancelled : .finished
+    }
+    observer.effectEnded(EffectReference(unit), outcome: outcome)
+  }
 
   // MARK: - Debouncing
 

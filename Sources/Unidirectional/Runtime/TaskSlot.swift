@@ -19,6 +19,11 @@ struct TaskSlot: @unchecked Sendable {
     self.task = task
   }
 
+  /// Whether this is the slot of `task`.
+  func isRunning(_ task: UnsafeCurrentTask) -> Bool {
+    self.task == task
+  }
+
   /// Cancels the task. Call only while the effect's record is pinned (see above).
   func cancel() {
     self.task.cancel()

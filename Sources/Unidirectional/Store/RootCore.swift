@@ -40,6 +40,12 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
   @usableFromInline let reporter: IssueReporter
   let executorPreference: (any TaskExecutor)?
   @usableFromInline let observer: (@Sendable (StoreEvent<State, Action>) -> Void)?
+  /// The public observer (``StoreObserver``), if any.
+  @usableFromInline let storeObserver: (any StoreObserver<State, Action>)?
+  /// `==` when `State` is `Equatable` and there is an observer (for `stateChanged`).
+  let stateComparison: ((State, State) -> Bool)?
+  /// Whether the observer heard of the shutdown.
+  @exclusivity(unchecked) var hasNotifiedShutDown = false
   @usableFromInline let recordsOrigins: Bool
   @usableFromInline let checksDelivery: Bool
 
@@ -70,6 +76,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
     reducer: @escaping (inout State, Action) -> Effect<Action>,
     configuration: StoreConfiguration,
     observer: (@Sendable (StoreEvent<State, Action>) -> Void)?,
+    storeObserver: (any StoreObserver<State, Action>)?,
     sendAction: @escaping (RootCore, Action, SourceLocation) -> StoreTask,
     receiveAction: @escaping (RootCore, Action, any EffectUnit) -> Void,
     makeDelivery: @escaping (StoreIsolation<State, Action>) -> EffectDelivery<Action>
@@ -82,7 +89,18 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
     let dependencies = DependencyBox.make(configuration.dependencies)
     self.dependencies = dependencies
     self.dependenciesPointer = Unmanaged.passUnretained(dependencies).toOpaque()
-    self.reporter = configuration.reporter
+    if let storeObserver {
+      let reporter = configuration.reporter
+      self.reporter = IssueReporter { issue in
+        storeObserver.issueReported(issue)
+        reporter(issue)
+      }
+      self.stateComparison = makeStateComparison(State.self)
+    } else {
+      self.reporter = configuration.reporter
+      self.stateComparison = nil
+    }
+    self.storeObserver = storeObserver
     self.executorPreference = configuration.executorPreference
     self.observer = observer
     self.recordsOrigins = configuration.recordsOrigins
@@ -95,13 +113,15 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
     initialState: State,
     reducer: R,
     configuration: StoreConfiguration,
-    observer: (@Sendable (StoreEvent<State, Action>) -> Void)?
+    observer: (@Sendable (StoreEvent<State, Action>) -> Void)?,
+    storeObserver: (any StoreObserver<State, Action>)? = nil
   ) -> RootCore {
     RootCore(
       initialState: initialState,
       reducer: { state, action in reducer.reduce(into: &state, action: action) },
       configuration: configuration,
       observer: observer,
+      storeObserver: storeObserver,
       sendAction: { core, action, location in core.sendNow(action, location: location) },
       receiveAction: { core, action, unit in core.receive(action, from: unit) },
       makeDelivery: { isolation in
@@ -188,10 +208,10 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
       self.queueHead += 1
       if let token {
         if token.isCancelled { continue }
-        self.reduce(next, origin: .effect)
+        self.reduce(next, origin: .immediate)
         self.supervisor?.complete(token)
       } else {
-        self.reduce(next, origin: .effect)
+        self.reduce(next, origin: .immediate)
       }
     }
     if self.queueCount > 0 {
@@ -204,8 +224,16 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
   @inlinable
   func reduce(_ action: Action, origin: StoreEventOrigin) {
     let previous = ReducerDependencies.install(self.dependenciesPointer)
-    let effect = self.reducer(&self.currentState, action)
-    ReducerDependencies.restore(previous)
+    let effect: Effect<Action>
+    if let storeObserver = self.storeObserver {
+      let oldState = self.currentState
+      effect = self.reducer(&self.currentState, action)
+      ReducerDependencies.restore(previous)
+      self.notify(storeObserver, reduced: action, origin: origin, oldState: oldState)
+    } else {
+      effect = self.reducer(&self.currentState, action)
+      ReducerDependencies.restore(previous)
+    }
     if let broadcaster = self.broadcaster, broadcaster.hasSubscribers {
       broadcaster.publish(self.currentState)
     }
@@ -221,6 +249,33 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
     default:
       self.plan(effect)
     }
+  }
+
+  /// Tells the observer about a reduced action and the state change.
+  @usableFromInline
+  func notify(
+    _ observer: any StoreObserver<State, Action>,
+    reduced action: Action,
+    origin: StoreEventOrigin,
+    oldState: State
+  ) {
+    let actionOrigin: ActionOrigin
+    switch origin {
+    case .send: actionOrigin = .send
+    case .immediate: actionOrigin = .immediate
+    case .effect:
+      actionOrigin = self.planner.source.map { .effect(EffectReference($0)) } ?? .immediate
+    }
+    observer.actionReduced(action, origin: actionOrigin)
+    if let isEqual = self.stateComparison, isEqual(oldState, self.currentState) { return }
+    observer.stateChanged(from: oldState, to: self.currentState)
+  }
+
+  /// Tells the observer, once, that the store shut down.
+  func notifyShutDown() {
+    guard let storeObserver = self.storeObserver, !self.hasNotifiedShutDown else { return }
+    self.hasNotifiedShutDown = true
+    storeObserver.storeShutDown()
   }
 
   @inlinable
@@ -263,6 +318,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
     let supervisor = EffectSupervisor(
       executorPreference: self.executorPreference,
       reporter: self.reporter,
+      observer: self.storeObserver,
       rootTaskEnded: { await isolation.release() }
     )
     self.delivery = self.makeDelivery(isolation)
@@ -288,6 +344,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
 
   @usableFromInline
   func shutdown() async {
+    defer { self.notifyShutDown() }
     self.close()
     self.hasShutDown = true
     await self.supervisor?.shutDown()?.value
@@ -296,6 +353,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
   @usableFromInline
   func shutdown(gracePeriod: Duration, clock: (any Clock<Duration>)?) async {
     guard !self.isClosed else { return }
+    defer { self.notifyShutDown() }
     let clock = clock ?? self.dependencies.values.continuousClock
     // 1. Reject sends; let running effects finish (their actions are still reduced).
     self.close()
@@ -315,10 +373,11 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
       await rootTask?.value
       return
     }
-    // 3. Give cancelled effects the same grace to end; report the ones that ignore it.
+    // 3. Give cancelled effects the same grace (at least a second) to end; report the ones that
+    // ignore it. NB: a zero grace period still lets cancellation reach every effect.
     let ended = await firstToFinish(
       { await supervisor.waitUntilIdle() },
-      orAfter: gracePeriod,
+      orAfter: max(gracePeriod, .seconds(1)),
       on: clock
     )
     if ended {

@@ -73,20 +73,60 @@ public actor Store<State: Sendable, Action: Sendable> {
     )
   }
 
+  /// Creates a root store whose actions, state changes, effects, issues and shutdown `observer`
+  /// watches (see ``StoreObserver``).
+  ///
+  /// ```swift
+  /// let store = Store(initialState: Connection.State(), observer: RequestLog()) {
+  ///   Connection()
+  /// }
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - initialState: The state to start from.
+  ///   - observer: Watches the store, and every store scoped from it.
+  ///   - reducer: The feature's reducer.
+  ///   - prepareDependencies: Overrides dependencies for the reducer and every effect it returns,
+  ///     on top of the dependencies in force where the store is created.
+  @inlinable
+  public init<R: Reducer<State, Action>, O: StoreObserver<State, Action>>(
+    initialState: @autoclosure () -> State,
+    observer: O,
+    @ReducerBuilder<State, Action> reducer: () -> R,
+    withDependencies prepareDependencies: ((inout DependencyValues) -> Void)? = nil
+  ) {
+    var dependencies = DependencyValues._inherited()
+    prepareDependencies?(&dependencies)
+    let (state, reducer) = DependencyValues.withValues(dependencies) {
+      (initialState(), reducer())
+    }
+    self.init(
+      root: RootCore.make(
+        initialState: state,
+        reducer: reducer,
+        configuration: StoreConfiguration(dependencies: dependencies),
+        observer: nil,
+        storeObserver: observer
+      )
+    )
+  }
+
   /// Creates a root store with a test or benchmark configuration.
   @inlinable
   package init<R: Reducer<State, Action>>(
     initialState: State,
     reducer: R,
     configuration: StoreConfiguration,
-    observer: (@Sendable (StoreEvent<State, Action>) -> Void)? = nil
+    observer: (@Sendable (StoreEvent<State, Action>) -> Void)? = nil,
+    storeObserver: (any StoreObserver<State, Action>)? = nil
   ) {
     self.init(
       root: RootCore.make(
         initialState: initialState,
         reducer: reducer,
         configuration: configuration,
-        observer: observer
+        observer: observer,
+        storeObserver: storeObserver
       )
     )
   }
@@ -112,6 +152,7 @@ public actor Store<State: Sendable, Action: Sendable> {
     // Releasing a root store cancels its effects; once they have ended, the root task lets go
     // of the core. Nothing else can use the store now: sending needs a reference to it.
     self.root?.supervisor?.shutDown()
+    self.root?.notifyShutDown()
   }
 
   // MARK: - Using a store
@@ -185,8 +226,9 @@ public actor Store<State: Sendable, Action: Sendable> {
   ///
   /// The grace period is measured on `clock`, by default the store's `continuousClock`
   /// dependency (so a ``TestClock`` makes it exact in tests). Actions the finishing effects send
-  /// are still reduced. An effect that ignores cancellation for another `gracePeriod` is
-  /// reported as an issue, and `shutdown` returns instead of hanging on it.
+  /// are still reduced. An effect that ignores cancellation for another `gracePeriod` (at least
+  /// one second, so a zero grace period still waits for cancelled effects to end) is reported
+  /// as an issue, and `shutdown` returns instead of hanging on it.
   ///
   /// ```swift
   /// await store.shutdown(gracePeriod: .seconds(5))   // e.g. on SIGTERM

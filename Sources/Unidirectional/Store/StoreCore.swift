@@ -112,8 +112,10 @@ package struct StoreEvent<State, Action> {
 package enum StoreEventOrigin: Sendable {
   /// Passed to `Store.send`.
   case send
-  /// Fed back by an effect (`.send` or a running effect).
+  /// Sent by a running effect.
   case effect
+  /// Returned as `.send` and reduced in the same `send`.
+  case immediate
 }
 
 extension StoreEvent: Sendable where State: Sendable, Action: Sendable {}

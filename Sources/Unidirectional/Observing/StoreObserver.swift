@@ -1,0 +1,134 @@
+/// Watches what a store does: the actions it reduces, its state changes, its effects, the
+/// issues it reports and its shutdown. For logs, metrics and traces.
+///
+/// Implement the methods you need; the others do nothing. Pass the observer when creating the
+/// root store; scoped stores report through their root's observer.
+///
+/// ```swift
+/// struct ActionLog<State: Sendable, Action: Sendable>: StoreObserver {
+///   func actionReduced(_ action: Action, origin: ActionOrigin) {
+///     print("reduced \(action) from \(origin)")
+///   }
+///   func effectEnded(_ effect: EffectReference, outcome: EffectOutcome) {
+///     if case .failed(let error) = outcome { print("\(effect) failed: \(error)") }
+///   }
+/// }
+///
+/// let store = Store(initialState: Feature.State(), observer: ActionLog()) { Feature() }
+/// ```
+///
+/// A bridge to swift-log or swift-metrics is a few lines in your own module (the library does
+/// not depend on them):
+///
+/// ```swift
+/// struct Metrics<State: Sendable, Action: Sendable>: StoreObserver {
+///   let actions = Counter(label: "store.actions")
+///   let failures = Counter(label: "store.effect_failures")
+///   func actionReduced(_ action: Action, origin: ActionOrigin) { actions.increment() }
+///   func effectEnded(_ effect: EffectReference, outcome: EffectOutcome) {
+///     if case .failed = outcome { failures.increment() }
+///   }
+/// }
+/// ```
+///
+/// **When it is called.** Store events (`actionReduced`, `stateChanged`, `storeShutDown`)
+/// are called on the store's executor, in order, right after they happen: keep them short
+/// (hand heavy work to a task or a queue). Effect events are called on the effect's task, and
+/// `issueReported` where the issue was reported. No observer costs nothing: a store made
+/// without one never checks for one on its hot paths beyond a single branch.
+public protocol StoreObserver<State, Action>: Sendable {
+  /// The observed store's state.
+  associatedtype State: Sendable
+  /// The observed store's action.
+  associatedtype Action: Sendable
+
+  /// The store reduced `action`.
+  func actionReduced(_ action: Action, origin: ActionOrigin)
+
+  /// Reducing an action changed the state. With an `Equatable` state, called only when the
+  /// state differs; otherwise after every reduce.
+  func stateChanged(from oldState: State, to newState: State)
+
+  /// A `.run` effect started.
+  func effectStarted(_ effect: EffectReference)
+
+  /// A `.run` effect ended: its body returned, it was cancelled, or it threw.
+  func effectEnded(_ effect: EffectReference, outcome: EffectOutcome)
+
+  /// The store, or one of its effects, reported an issue (it is still reported as usual).
+  func issueReported(_ issue: ReportedIssue)
+
+  /// The store shut down (``Store/shutdown()``, a graceful shutdown, or its release).
+  func storeShutDown()
+}
+
+extension StoreObserver {
+  public func actionReduced(_ action: Action, origin: ActionOrigin) {}
+  public func stateChanged(from oldState: State, to newState: State) {}
+  public func effectStarted(_ effect: EffectReference) {}
+  public func effectEnded(_ effect: EffectReference, outcome: EffectOutcome) {}
+  public func issueReported(_ issue: ReportedIssue) {}
+  public func storeShutDown() {}
+}
+
+/// Where an action a store reduced came from.
+public enum ActionOrigin: Sendable, Hashable, CustomStringConvertible {
+  /// Passed to ``Store/send(_:fileID:filePath:line:column:)`` (or `trySend`).
+  case send
+  /// Sent by a running effect.
+  case effect(EffectReference)
+  /// Returned as `.send` by the reducer and reduced before the sending `send` returned.
+  case immediate
+
+  public var description: String {
+    switch self {
+    case .send: "send"
+    case .effect(let effect): "\(effect)"
+    case .immediate: "immediate"
+    }
+  }
+}
+
+/// Identifies one running `.run` effect of a store, from its start to its end (an identity
+/// may be reused after the effect has ended).
+public struct EffectReference: Sendable, Hashable, CustomStringConvertible {
+  private let raw: ObjectIdentifier
+
+  init(_ unit: any EffectUnit) {
+    self.raw = ObjectIdentifier(unit)
+  }
+
+  public var description: String {
+    "effect#\(String(UInt(bitPattern: self.raw.hashValue), radix: 16))"
+  }
+}
+
+/// How a `.run` effect ended.
+public enum EffectOutcome: Sendable, CustomStringConvertible {
+  /// Its body returned.
+  case finished
+  /// It was cancelled (by id, by its ``StoreTask``, or by shutdown) and stopped.
+  case cancelled
+  /// Its body threw this error (other than `CancellationError`), with or without a `catch`.
+  case failed(any Error)
+
+  public var description: String {
+    switch self {
+    case .finished: "finished"
+    case .cancelled: "cancelled"
+    case .failed(let error): "failed: \(error)"
+    }
+  }
+}
+
+/// Compares states for `stateChanged`, when `State` is `Equatable` (found once per store).
+func makeStateComparison<State>(_: State.Type) -> ((State, State) -> Bool)? {
+  guard let equatable = State.self as? any Equatable.Type else { return nil }
+  func compare<E: Equatable>(_: E.Type) -> (State, State) -> Bool {
+    { lhs, rhs in
+      guard let lhs = lhs as? E, let rhs = rhs as? E else { return false }
+      return lhs == rhs
+    }
+  }
+  return compare(equatable)
+}
