@@ -10,6 +10,7 @@ let package = Package(
     .library(name: "UnidirectionalTesting", targets: ["UnidirectionalTesting"]),
     .executable(name: "nth-prime", targets: ["NthPrime"]),
     .executable(name: "effects-basics", targets: ["EffectsBasics"]),
+    .executable(name: "line-server", targets: ["LineServer"]),
   ],
   targets: [
     .target(name: "CUnidirectional"),
@@ -26,6 +27,16 @@ let package = Package(
       name: "EffectsBasics",
       dependencies: ["ExampleFeatures", "Unidirectional"],
       path: "Sources/Examples/EffectsBasics"
+    ),
+    .target(
+      name: "LineServerCore",
+      dependencies: ["ExampleFeatures", "Unidirectional"],
+      path: "Sources/Examples/LineServerCore"
+    ),
+    .executableTarget(
+      name: "LineServer",
+      dependencies: ["LineServerCore"],
+      path: "Sources/Examples/LineServer"
     ),
     .target(name: "CMallocStats"),
     .target(name: "CAllocationCounter"),
@@ -48,7 +59,10 @@ let package = Package(
     ),
     .testTarget(
       name: "ExamplesTests",
-      dependencies: ["ExampleFeatures", "NthPrime", "EffectsBasics", "Unidirectional", "UnidirectionalTesting"]
+      dependencies: [
+        "ExampleFeatures", "NthPrime", "EffectsBasics", "LineServerCore", "Unidirectional",
+        "UnidirectionalTesting",
+      ]
     ),
   ],
   swiftLanguageModes: [.v6]
