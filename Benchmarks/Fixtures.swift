@@ -72,6 +72,18 @@ func makeStore() -> StoreOf<BenchFeature> {
   Store(initialState: BenchFeature.State()) { BenchFeature() }
 }
 
+/// An observer that does nothing (the cost of the hook itself).
+struct NoOpObserver: StoreObserver {
+  typealias State = BenchFeature.State
+  typealias Action = BenchFeature.Action
+  func actionReduced(_ action: Action, origin: ActionOrigin) {}
+  func stateChanged(from oldState: State, to newState: State) {}
+}
+
+func makeObservedStore() -> StoreOf<BenchFeature> {
+  Store(initialState: BenchFeature.State(), observer: NoOpObserver()) { BenchFeature() }
+}
+
 /// How many `.park` effects have started.
 let parkedEffects = LockIsolated(0)
 

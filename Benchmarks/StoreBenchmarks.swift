@@ -2,8 +2,21 @@ import Unidirectional
 
 func storeBenchmarks() -> [Benchmark] {
   let store = makeStore()
+  let observed = makeObservedStore()
   let bare = BareStore()
   return [
+    Benchmark(
+      name: "store.send (.none) with a no-op observer",
+      floorName: "the same send with no observer",
+      operations: 100_000,
+      target: 1.1,
+      run: {
+        for _ in 0..<100_000 { await observed.send(.increment) }
+      },
+      floor: {
+        for _ in 0..<100_000 { await store.send(.increment) }
+      }
+    ),
     Benchmark(
       name: "store.send, reducer returns .none",
       floorName: "await actor.method() calling the reducer",
@@ -219,6 +232,44 @@ func memoryFigures(filter: String?) async {
     childBytes = Double(allocatedBytes() - before) / Double(count)
     group.cancelAll()
   }
+
+  // A debounce restarted 10,000 times on the continuous clock (an idle timeout per command),
+  // next to what it cost before: a cancelled `Task.sleep` per restart, held until its deadline.
+  let restarts = 10_000
+  before = allocatedBytes()
+  do {
+    let debouncing = Store(initialState: 0) {
+      Reduce<Int, Int> { state, action in
+        state = action
+        return .send(action).debounce(id: "idle", for: .seconds(60), clock: ContinuousClock())
+      }
+    }
+    for index in 0..<restarts { await debouncing.send(index) }
+    let whileAlive = Double(allocatedBytes() - before) / Double(restarts)
+    await debouncing.shutdown()
+    print(
+      Harness.pad("bytes held per debounce restart (store alive)", 54),
+      Harness.pad(Harness.format(whileAlive, digits: 0), 10), Harness.pad("", 10),
+      Harness.pad("", 10), Harness.pad("", 7), "≤100 B"
+    )
+  }
+  let afterFree = Double(allocatedBytes() - before) / Double(restarts)
+  before = allocatedBytes()
+  var sleepers: [Task<Void, Never>] = []
+  for _ in 0..<restarts {
+    sleepers.last?.cancel()
+    sleepers.append(Task { try? await Task.sleep(for: .seconds(60)) })
+  }
+  for task in sleepers { task.cancel() }
+  sleepers.removeAll()
+  await Task.yield()  // benchmark only: let the cancelled tasks end
+  let cancelledSleeps = Double(allocatedBytes() - before) / Double(restarts)
+  print(
+    Harness.pad("bytes held per debounce restart (store freed)", 54),
+    Harness.pad(Harness.format(afterFree, digits: 0), 10), Harness.pad("", 10),
+    Harness.pad(Harness.format(cancelledSleeps, digits: 0), 10), Harness.pad("", 7),
+    "0 B      a cancelled Task.sleep per restart"
+  )
 
   print(
     Harness.pad("bytes per idle store", 54), Harness.pad(Harness.format(storeBytes, digits: 0), 10),

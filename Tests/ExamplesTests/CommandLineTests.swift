@@ -6,7 +6,7 @@ import Glibc
 #endif
 
 /// Runs the examples as real processes.
-@Suite(.serialized) struct CommandLineTests {
+@Suite(.serialized, .timeLimit(.minutes(2))) struct CommandLineTests {
   /// The directory holding the built executables (next to the test bundle).
   private static var productsDirectory: URL {
     URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()

@@ -4,7 +4,7 @@ import Unidirectional
 import UnidirectionalTesting
 
 /// The seeds' counter scenarios, as a user would write them.
-@Suite struct CounterTests {
+@Suite(.timeLimit(.minutes(2))) struct CounterTests {
   @Test func decrementingBelowZeroReIncrementsAfterOneSecond() async {
     let clock = TestClock()
     let store = TestStore(initialState: Counter.State()) {
@@ -123,7 +123,7 @@ import UnidirectionalTesting
   }
 }
 
-@Suite struct NthPrimeFeatureTests {
+@Suite(.timeLimit(.minutes(2))) struct NthPrimeFeatureTests {
   @Test func findsThe200thPrimeWithProgress() async {
     let store = TestStore(initialState: NthPrime.State(n: 200)) { NthPrime() }
     await store.send(.start)

@@ -81,7 +81,7 @@ private struct Rows: Reducer {
   }
 }
 
-@Suite struct ChildCancellationScopeTests {
+@Suite(.timeLimit(.minutes(2))) struct ChildCancellationScopeTests {
   @Test func twoRowsNeverCancelEachOthersTimers() async {
     let clock = TestClock()
     let store = TestStore(initialState: Rows.State(rows: [Row.State(id: 1), Row.State(id: 2)])) {
@@ -180,7 +180,7 @@ private struct Session: Reducer {
   }
 }
 
-@Suite struct EnumStateTests {
+@Suite(.timeLimit(.minutes(2))) struct EnumStateTests {
   @Test func ifCaseLetRunsTheCaseAndCancelsItsEffectsWhenTheCaseChanges() async {
     let clock = TestClock()
     let store = TestStore(initialState: Session.State.loggedIn(Row.State(id: 1))) {
@@ -256,7 +256,7 @@ private struct Search: Reducer {
   }
 }
 
-@Suite struct OnChangeTests {
+@Suite(.timeLimit(.minutes(2))) struct OnChangeTests {
   @Test func aChangeRunsTheEffectAndTheReducerOnlyWhenTheValueChanged() async {
     let store = TestStore(initialState: Search.State()) { Search() }
     await store.send(.setQuery("a")) {
@@ -305,7 +305,7 @@ private struct Greeting: Reducer {
   }
 }
 
-@Suite struct ReducerDependencyTests {
+@Suite(.timeLimit(.minutes(2))) struct ReducerDependencyTests {
   @Test func dependencyOverridesOneReducerAndItsEffects() async {
     let store = TestStore(initialState: [String]()) {
       Greeting().dependency(\.greeter, Greeter { "hi \($0)" })
@@ -329,7 +329,7 @@ private struct Greeting: Reducer {
   }
 }
 
-@Suite struct ReducerBuilderTests {
+@Suite(.timeLimit(.minutes(2))) struct ReducerBuilderTests {
   private struct Append: Reducer {
     let text: String
     func reduce(into state: inout [String], action: Bool) -> Effect<Bool> {

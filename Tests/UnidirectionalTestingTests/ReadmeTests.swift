@@ -27,7 +27,7 @@ struct ReadmeCounter: Reducer {
   }
 }
 
-@Suite struct ReadmeTests {
+@Suite(.timeLimit(.minutes(2))) struct ReadmeTests {
   @Test func theFeatureRunsInAStore() async {
     let store = Store(initialState: ReadmeCounter.State()) { ReadmeCounter() }
     await store.send(.decrementTapped)   // count -1; one second later, back to 0

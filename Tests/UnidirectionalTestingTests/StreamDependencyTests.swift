@@ -56,7 +56,7 @@ private struct Feed: Reducer {
   }
 }
 
-@Suite struct StreamDependencyTests {
+@Suite(.timeLimit(.minutes(2))) struct StreamDependencyTests {
   struct Disconnected: Error, CustomStringConvertible {
     var description: String { "disconnected" }
   }

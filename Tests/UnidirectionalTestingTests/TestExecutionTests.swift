@@ -4,7 +4,7 @@ import UnidirectionalTesting
 
 /// swift-clocks' own `TestClock` scenarios, on plain tasks the test starts: deterministic inside
 /// `withTestExecution`, with no yields.
-@Suite struct TestExecutionTests {
+@Suite(.timeLimit(.minutes(2))) struct TestExecutionTests {
   @Test func advance() async {
     await withTestExecution {
       let clock = TestClock()

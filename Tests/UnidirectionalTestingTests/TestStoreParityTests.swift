@@ -38,7 +38,7 @@ private struct Stamps: Reducer {
   }
 }
 
-@Suite struct TestStoreParityTests {
+@Suite(.timeLimit(.minutes(2))) struct TestStoreParityTests {
   @Test func stateIsTheStateAsOfTheLastAssertion() async {
     let clock = TestClock()
     let store = TestStore(initialState: Counter.State()) { Counter(clock: clock) }
@@ -273,7 +273,7 @@ private struct Stamps: Reducer {
 
 /// Effects of actions that effects fed back belong to the lifetime of the action that started
 /// it all.
-@Suite struct TransitiveLifetimeTests {
+@Suite(.timeLimit(.minutes(2))) struct TransitiveLifetimeTests {
   private struct Chain: Reducer {
     enum Action: Equatable, Sendable {
       case start

@@ -2,7 +2,7 @@ import Testing
 import Unidirectional
 import UnidirectionalTesting
 
-@Suite struct TestStoreScenarios {
+@Suite(.timeLimit(.minutes(2))) struct TestStoreScenarios {
   @Test func decrementBelowZeroReceivesTheDelayedResponse() async {
     let clock = TestClock()
     let store = TestStore(initialState: Counter.State()) { Counter(clock: clock) }
@@ -103,7 +103,7 @@ import UnidirectionalTesting
   }
 }
 
-@Suite struct TestStoreFailures {
+@Suite(.timeLimit(.minutes(2))) struct TestStoreFailures {
   @Test func aWrongStateAssertionFailsWithADiff() async {
     let issues = await collectingIssues {
       let store = TestStore(initialState: Counter.State()) { Counter() }
@@ -267,7 +267,7 @@ private struct ThreeEffects: Reducer {
   }
 }
 
-@Suite struct TestStoreDeterminism {
+@Suite(.timeLimit(.minutes(2))) struct TestStoreDeterminism {
   @Test func aThreeEffectInterleavingHasOneTraceOver200Runs() async {
     var hashes: Set<Int> = []
     for _ in 0..<200 {

@@ -86,7 +86,7 @@ private struct Canceller: Reducer {
   }
 }
 
-@Suite struct CancellationRules {
+@Suite(.timeLimit(.minutes(2))) struct CancellationRules {
   private func makeStore(
     clock: TestClock = TestClock(),
     started: LockIsolated<[String]> = LockIsolated([])

@@ -15,7 +15,7 @@ private func onManualExecutor(
   return (executor, task)
 }
 
-@Suite struct TestClockTests {
+@Suite(.timeLimit(.minutes(2))) struct TestClockTests {
   @Test func advancingOneThenFourSecondsDeliversEachTickInOrder() async {
     let clock = TestClock()
     let ticks = LockIsolated<[Duration]>([])
@@ -150,7 +150,7 @@ private func onManualExecutor(
   }
 }
 
-@Suite struct ImmediateAndUnimplementedClockTests {
+@Suite(.timeLimit(.minutes(2))) struct ImmediateAndUnimplementedClockTests {
   @Test func immediateClockReturnsAtOnceAndAdvancesNow() async throws {
     let clock = ImmediateClock()
     try await clock.sleep(for: .seconds(3))
@@ -183,7 +183,7 @@ private func onManualExecutor(
   }
 }
 
-@Suite struct DebounceThrottleTests {
+@Suite(.timeLimit(.minutes(2))) struct DebounceThrottleTests {
   private struct Search: Reducer {
     typealias State = [String]
     enum Action: Equatable, Sendable {

@@ -86,7 +86,7 @@ private struct Parent: Reducer {
   }
 }
 
-@Suite struct CompositionTests {
+@Suite(.timeLimit(.minutes(2))) struct CompositionTests {
   @Test func scopeRunsTheChildBeforeTheParentAndMapsItsEffects() async {
     let clock = TestClock()
     let store = TestStore(initialState: Parent.State()) { Parent(clock: clock) }
@@ -237,7 +237,7 @@ private struct Parent: Reducer {
   }
 }
 
-@Suite struct IdentifiedArrayTests {
+@Suite(.timeLimit(.minutes(2))) struct IdentifiedArrayTests {
   private struct Item: Identifiable, Equatable, Hashable, Codable, Sendable {
     var id: Int
     var value: Int

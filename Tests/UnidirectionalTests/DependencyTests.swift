@@ -72,7 +72,7 @@ private struct Greeting: Reducer {
   }
 }
 
-@Suite struct DependencyTests {
+@Suite(.timeLimit(.minutes(2))) struct DependencyTests {
   @Test func aStoreUsesLiveValuesByDefault() async {
     let store = Store(initialState: Greeting.State()) { Greeting() }
     await store.send(.greet("Blob"))

@@ -10,7 +10,7 @@ private struct Profile: Equatable {
   var manager: String?
 }
 
-@Suite struct DumpTests {
+@Suite(.timeLimit(.minutes(2))) struct DumpTests {
   @Test func dumpsNestedValuesDeterministically() {
     let profile = Profile(
       name: "Ada",

@@ -2,7 +2,7 @@ import Testing
 import Unidirectional
 
 /// An `Effect` iterated outside any store: its own cancellation scope and task.
-@Suite struct EffectSequenceTests {
+@Suite(.timeLimit(.minutes(2))) struct EffectSequenceTests {
   private static func collect(_ effect: Effect<Int>) async -> [Int] {
     var actions: [Int] = []
     for await action in effect { actions.append(action) }

@@ -3,7 +3,7 @@ import Unidirectional
 import UnidirectionalTesting
 
 /// A `Send` kept past its effect (a misuse): reported, never a crash, and it keeps nothing alive.
-@Suite struct LateSendTests {
+@Suite(.timeLimit(.minutes(2))) struct LateSendTests {
   private enum Action: Sendable, Equatable {
     case start
     case late

@@ -132,7 +132,7 @@ private var seeds: [UInt64] {
   return [1, 2, 3, 4, 5]
 }
 
-@Suite struct CancellationOracle {
+@Suite(.timeLimit(.minutes(2))) struct CancellationOracle {
   @Test(arguments: seeds)
   func noActionFromACancelledEffectReachesTheReducer(seed: UInt64) async {
     let operations = Int(20_000 * stressScale)

@@ -59,7 +59,7 @@ private func drive(senders: Int, perSender: Int, seed: UInt64) async -> Ledger.S
   return state
 }
 
-@Suite struct ReliabilityTests {
+@Suite(.timeLimit(.minutes(2))) struct ReliabilityTests {
   @Test(arguments: [1, 2, 3, 4, 5] as [UInt64])
   func everyActionIsReducedExactlyOnceInPerSenderOrder(seed: UInt64) async {
     let perSender = Int(10_000 * stressScale)

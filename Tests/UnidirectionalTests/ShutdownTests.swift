@@ -79,7 +79,7 @@ private struct Harness {
   }
 }
 
-@Suite struct GracefulShutdownTests {
+@Suite(.timeLimit(.minutes(2))) struct GracefulShutdownTests {
   @Test func anEffectThatFinishesWithinTheGracePeriodIsLetFinish() async {
     let harness = Harness()
     await harness.send(.work(seconds: 1))

@@ -4,7 +4,7 @@ import Testing
 
 /// The effect bookkeeping on its own: every transition of the state machine, valid and invalid,
 /// with strings standing for jobs, waiting tasks and task handles (no tasks, no locks).
-@Suite struct EffectStateMachineTests {
+@Suite(.timeLimit(.minutes(2))) struct EffectStateMachineTests {
   typealias Machine = EffectStateMachine<String, String, String>
 
   private let key = CancelKey("key", scope: nil)
@@ -341,7 +341,7 @@ import Testing
   }
 }
 
-@Suite struct MailboxTests {
+@Suite(.timeLimit(.minutes(2))) struct MailboxTests {
   @Test func aClosedMailboxStillHandsOutItsJobsThenCloses() {
     var mailbox = Mailbox<Int, String>()
     #expect(mailbox.park("consumer") == nil)

@@ -3,7 +3,7 @@ import Testing
 @testable import Unidirectional
 
 /// The audited primitives under load: their safety contracts hold when threads race.
-@Suite struct PrimitiveStressTests {
+@Suite(.timeLimit(.minutes(2))) struct PrimitiveStressTests {
   /// `LockedBox`: increments from many tasks at once are never lost.
   @Test func aLockedBoxLosesNoUpdate() async {
     let box = LockedBox(0)
