@@ -41,6 +41,23 @@ func describe(_ state: Counter.State) -> String {
   return parts.joined(separator: " | ")
 }
 
+/// Writes a line to standard output at once, unbuffered.
+///
+/// NB: not `print` + `fflush(nil)`: flushing every stream also waits for standard input's lock,
+/// which the reading thread holds inside `readLine` until the next newline, so on a terminal
+/// the output froze until the user typed another line.
+func say(_ text: String) {
+  var line = text + "\n"
+  line.withUTF8 { bytes in
+    var offset = 0
+    while offset < bytes.count {
+      let written = write(STDOUT_FILENO, bytes.baseAddress! + offset, bytes.count - offset)
+      if written <= 0 { return }
+      offset += written
+    }
+  }
+}
+
 let store = Store(initialState: Counter.State()) { Counter() }
 
 let printer = Task {
@@ -48,14 +65,13 @@ let printer = Task {
   for await state in store.states {
     let line = describe(state)
     if line != last {
-      print(line)
-      fflush(nil)
+      say(line)
       last = line
     }
   }
 }
 
-print("effects-basics: type 'help' for commands")
+say("effects-basics: type 'help' for commands")
 loop: for await rawLine in inputLines() {
   let command = rawLine.trimmingPrefix(while: \.isWhitespace).prefix { !$0.isWhitespace }.lowercased()
   switch command {
@@ -65,15 +81,15 @@ loop: for await rawLine in inputLines() {
   case "timer": await store.send(.startTimerTapped)
   case "stop": await store.send(.stopTimerTapped)
   case "prime": await store.send(.nthPrimeTapped)
-  case "help", "?": print(help)
+  case "help", "?": say(help)
   case "quit", "exit", "q": break loop
   case "": continue
   default:
     let shown = String(command.prefix(20)).filter { $0.isLetter || $0.isNumber || $0.isPunctuation }
-    print("unknown command '\(shown)'; type 'help' for the list")
+    say("unknown command '\(shown)'; type 'help' for the list")
   }
 }
 
 await store.shutdown()
 await printer.value
-print("bye")
+say("bye")
