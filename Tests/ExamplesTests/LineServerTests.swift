@@ -141,7 +141,13 @@ import UnidirectionalTesting
 
   @Test func aSmallLoadLosesNothingAndKeepsEveryClientsOrder() async throws {
     let report = try await runLoad(
-      LoadOptions(clients: 20, commands: 50, resettingClients: 3, garbageClients: 3, timeLimit: .seconds(60))
+      LoadOptions(
+        clients: 20,
+        commands: 50,
+        resettingClients: 3,
+        garbageClients: 3,
+        timeLimit: .seconds(60)
+      )
     )
     #expect(report.expectedReplies == 1_000)
     #expect(report.replies == 1_000)

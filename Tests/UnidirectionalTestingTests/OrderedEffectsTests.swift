@@ -104,7 +104,9 @@ import UnidirectionalTesting
   }
 
   @Test func queuedEffectsKeepTheirOrderUnderEitherScheduling() async {
-    for scheduling in [TestStore<Commands.State, Commands.Action>.Scheduling.oldestFirst, .newestFirst] {
+    for scheduling in [
+      TestStore<Commands.State, Commands.Action>.Scheduling.oldestFirst, .newestFirst,
+    ] {
       let clock = TestClock()
       let store = TestStore(initialState: Commands.State()) {
         Commands(clock: clock, queued: true)

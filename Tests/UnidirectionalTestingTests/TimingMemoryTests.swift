@@ -26,7 +26,11 @@ import UnidirectionalTesting
       switch action {
       case .command(let number):
         state.lastCommand = number
-        return .send(.timedOut(number)).debounce(id: CancelID.idle, for: .seconds(10), clock: self.clock)
+        return .send(.timedOut(number)).debounce(
+          id: CancelID.idle,
+          for: .seconds(10),
+          clock: self.clock
+        )
       case .cancelTimeout:
         return .cancel(id: CancelID.idle)
       case .cancelThenCommand(let number):
@@ -39,7 +43,12 @@ import UnidirectionalTesting
         state.timedOut += 1
         return .none
       case .throttled(let number):
-        return .send(.ran(number)).throttle(id: number, for: .seconds(1), clock: self.clock, latest: false)
+        return .send(.ran(number)).throttle(
+          id: number,
+          for: .seconds(1),
+          clock: self.clock,
+          latest: false
+        )
       case .ran:
         return .none
       }

@@ -18,7 +18,7 @@ import UnidirectionalTesting
     Reduce { state, action in
       switch action {
       case .start:
-        return .run { _ in try await Task.sleep(for: .seconds(3_600)) }
+        return .run { _ in await untilCancelled() }
       case .quick:
         return .run { send in await send(.done) }
       case .done:
@@ -112,4 +112,12 @@ import UnidirectionalTesting
     }
     #expect(issues.count == 1)
   }
+}
+
+/// Suspends until the task is cancelled (an effect that runs until something stops it), with no
+/// clock involved.
+func untilCancelled() async {
+  let (never, continuation) = AsyncStream.makeStream(of: Void.self)
+  for await _ in never {}  // ends when the task is cancelled
+  continuation.finish()  // NB: after the loop: dropping the continuation would end it at once
 }

@@ -31,23 +31,23 @@ import UnidirectionalTesting
 
   static var feature: Reduce<State, Action> {
     Reduce { state, action in
-    switch action {
-    case .increment, .child(.tap):
-      state.count += 1
-      return .none
-    case .noop, .loaded:
-      return .none
-    case .chain:
-      return .send(.increment)
-    case .load:
-      return .run { send in await send(.loaded) }
-    case .fail:
-      return .run { _ in throw Failure() }
-    case .wait:
-      return .run { _ in try await Task.sleep(for: .seconds(60)) }.cancellable(id: CancelID.wait)
-    case .cancelWait:
-      return .cancel(id: CancelID.wait)
-    }
+      switch action {
+      case .increment, .child(.tap):
+        state.count += 1
+        return .none
+      case .noop, .loaded:
+        return .none
+      case .chain:
+        return .send(.increment)
+      case .load:
+        return .run { send in await send(.loaded) }
+      case .fail:
+        return .run { _ in throw Failure() }
+      case .wait:
+        return .run { _ in await untilCancelled() }.cancellable(id: CancelID.wait)
+      case .cancelWait:
+        return .cancel(id: CancelID.wait)
+      }
     }
   }
 
@@ -130,7 +130,7 @@ import UnidirectionalTesting
         case .wait:
           return .run { _ in
             didStart.yield()
-            try await Task.sleep(for: .seconds(60))
+            await untilCancelled()
           }
           .cancellable(id: CancelID.wait)
         case .cancelWait:

@@ -22,7 +22,8 @@ func usage() -> Never {
     usage: line-server serve [--port N] [--idle-timeout SECONDS]
            line-server load [--clients N] [--commands M] [--time-limit SECONDS]
 
-    """)
+    """
+  )
   exit(2)
 }
 
@@ -33,7 +34,9 @@ case "serve":
   let server: LineServer
   do {
     server = try LineServer(
-      port: UInt16(port), idleTimeout: .seconds(value(of: "--idle-timeout", default: 30)))
+      port: UInt16(port),
+      idleTimeout: .seconds(value(of: "--idle-timeout", default: 30))
+    )
   } catch {
     writeToStandardError("line-server: \(error)\n")
     exit(1)

@@ -1,4 +1,5 @@
 import Synchronization
+import Unidirectional
 
 #if canImport(Glibc)
 import Glibc
@@ -21,6 +22,7 @@ public struct LoadOptions: Sendable {
   /// Whether to redraw a one-line progress display on standard error.
   public var showsProgress: Bool
 
+  /// Options; the abusive clients default to 5% of `clients` each (at least one).
   public init(
     clients: Int,
     commands: Int,
@@ -40,17 +42,28 @@ public struct LoadOptions: Sendable {
 
 /// What a load run measured.
 public struct LoadReport: Sendable {
+  /// Replies a correct server sends to the pipelining clients.
   public var expectedReplies = 0
+  /// Replies they received.
   public var replies = 0
+  /// Expected replies that never arrived.
   public var lost = 0
+  /// Replies that arrived, but not the one expected at that point of the client's order.
   public var outOfOrder = 0
+  /// Garbage-sending clients that got exactly the expected errors and replies.
   public var garbageClientsAnsweredCorrectly = 0
+  /// Clients that reset their connection mid-effect.
   public var resetClients = 0
+  /// How long the clients ran.
   public var seconds = 0.0
+  /// Per reply: from writing its command to reading it.
   public var latenciesMilliseconds: [Double] = []
+  /// The process's resident memory at the end.
   public var residentMegabytes = 0.0
+  /// Connections still open when the server shut down.
   public var connectionsClosedAtShutdown = 0
 
+  /// Replies per second of the run.
   public var commandsPerSecond: Double {
     self.seconds > 0 ? Double(self.replies) / self.seconds : 0
   }
@@ -82,8 +95,11 @@ public struct LoadReport: Sendable {
       ("clients that reset mid-effect", "\(self.resetClients)"),
       ("duration", "\(format(self.seconds)) s"),
       ("commands/s", "\(Int(self.commandsPerSecond.rounded()))"),
-      ("latency p50 / p90 / p99 / max", [0.5, 0.9, 0.99, 1].map { format(self.percentile($0)) }
-        .joined(separator: " / ") + " ms"),
+      (
+        "latency p50 / p90 / p99 / max",
+        [0.5, 0.9, 0.99, 1].map { format(self.percentile($0)) }
+          .joined(separator: " / ") + " ms"
+      ),
       ("resident memory", "\(format(self.residentMegabytes)) MB"),
       ("connections closed at shutdown", "\(self.connectionsClosedAtShutdown)"),
     ]
@@ -173,7 +189,9 @@ private final class Progress: Sendable {
 
   func clientDone() { self.done.add(1, ordering: .relaxed) }
   func replied(_ count: Int) { self.replies.add(count, ordering: .relaxed) }
-  var snapshot: (Int, Int) { (self.done.load(ordering: .relaxed), self.replies.load(ordering: .relaxed)) }
+  var snapshot: (Int, Int) {
+    (self.done.load(ordering: .relaxed), self.replies.load(ordering: .relaxed))
+  }
 }
 
 /// Runs blocking work on a thread of its own and waits for it.
@@ -227,7 +245,12 @@ private struct LineReader {
       tv_usec: Int(remaining.components.attoseconds / 1_000_000_000_000)
     )
     setsockopt(
-      socket.descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+      socket.descriptor,
+      SOL_SOCKET,
+      SO_RCVTIMEO,
+      &timeout,
+      socklen_t(MemoryLayout<timeval>.size)
+    )
   }
 
   mutating func next() -> String? {
@@ -258,7 +281,7 @@ private func pipeliningClient(
   guard let socket = try? Socket.connect(port: port) else {
     return .pipelining(expected: commands, received: 0, outOfOrder: 0, latencies: [])
   }
-  let sentAt = Mutex<[ContinuousClock.Instant]>([])
+  let sentAt = LockedBox<[ContinuousClock.Instant]>([])
   // The writer pipelines every command, in chunks, while this thread reads the replies.
   startThread {
     let chunk = 16
@@ -282,7 +305,8 @@ private func pipeliningClient(
       let elapsed = sentTime.duration(to: arrived)
       latencies.append(
         Double(elapsed.components.seconds) * 1_000
-          + Double(elapsed.components.attoseconds) / 1e15)
+          + Double(elapsed.components.attoseconds) / 1e15
+      )
     }
     received += 1
     if received % 64 == 0 { progress.replied(64) }
@@ -290,7 +314,11 @@ private func pipeliningClient(
   progress.replied(received % 64)
   socket.write("quit\n")
   return .pipelining(
-    expected: commands, received: received, outOfOrder: outOfOrder, latencies: latencies)
+    expected: commands,
+    received: received,
+    outOfOrder: outOfOrder,
+    latencies: latencies
+  )
 }
 
 /// Starts effects (a sleep, a timer), then resets the connection.
@@ -330,11 +358,15 @@ private func residentMegabytes() -> Double {
   defer { fclose(file) }
   var size = 0
   var resident = 0
-  guard fscanf_pair(file, &size, &resident) else { return 0 }
+  guard readTwoIntegers(file, &size, &resident) else { return 0 }
   return Double(resident * Int(sysconf(Int32(_SC_PAGESIZE)))) / 1_048_576
 }
 
-private func fscanf_pair(_ file: UnsafeMutablePointer<FILE>, _ first: inout Int, _ second: inout Int) -> Bool {
+private func readTwoIntegers(
+  _ file: UnsafeMutablePointer<FILE>,
+  _ first: inout Int,
+  _ second: inout Int
+) -> Bool {
   var line = [CChar](repeating: 0, count: 256)
   guard fgets(&line, Int32(line.count), file) != nil else { return false }
   let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)

@@ -22,7 +22,8 @@ public final class LineServer: Sendable {
   public let port: UInt16
   private let listener: Socket
   private let connections = StoreGroup()
-  private let sockets = Mutex<[ObjectIdentifier: Socket]>([:])
+  // NB: not `Synchronization.Mutex`, which ThreadSanitizer misreads on Linux.
+  private let sockets = LockedBox<[ObjectIdentifier: Socket]>([:])
   private let accepted = Atomic<Int>(0)
   private let idleTimeout: Duration
   private let clock: any Clock<Duration>
@@ -73,7 +74,7 @@ public final class LineServer: Sendable {
         idleTimeout: self.idleTimeout,
         clock: self.clock,
         reply: { line in
-          if !socket.writeWithoutBlocking(line + "\n") { socket.shutdown() }
+          if !socket.write(line + "\n", blocking: false) { socket.shutdown() }
         },
         close: { socket.shutdown() }
       )
@@ -120,31 +121,6 @@ public final class LineServer: Sendable {
         batch.removeAll(keepingCapacity: true)
       }
       continuation.finish()
-    }
-  }
-}
-
-extension Socket {
-  /// Writes all of `text` if the socket takes it now; `false` if the peer is gone or not
-  /// reading (its buffer is full).
-  func writeWithoutBlocking(_ text: String) -> Bool {
-    var text = text
-    return text.withUTF8 { bytes in
-      var offset = 0
-      while offset < bytes.count {
-        let written = send(
-          self.descriptor,
-          bytes.baseAddress! + offset,
-          bytes.count - offset,
-          Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)
-        )
-        if written < 0 {
-          if errno == EINTR { continue }
-          return false
-        }
-        offset += written
-      }
-      return true
     }
   }
 }

@@ -87,15 +87,22 @@ final class Socket: Sendable {
     }
   }
 
-  /// Writes all of `text`; `false` if the peer is gone.
+  /// Writes all of `text`; `false` if the peer is gone. Without `blocking`, also `false` when
+  /// the socket cannot take it now (a peer that does not read its replies).
   @discardableResult
-  func write(_ text: String) -> Bool {
+  func write(_ text: String, blocking: Bool = true) -> Bool {
+    let flags = Int32(MSG_NOSIGNAL) | (blocking ? 0 : Int32(MSG_DONTWAIT))
     var text = text
     return text.withUTF8 { bytes in
+      guard let base = bytes.baseAddress else { return true }
       var offset = 0
       while offset < bytes.count {
         let written = send(
-          self.descriptor, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
+          self.descriptor,
+          base + offset,
+          bytes.count - offset,
+          flags
+        )
         if written < 0 {
           if errno == EINTR { continue }
           return false
@@ -114,7 +121,13 @@ final class Socket: Sendable {
   /// Closes with a reset instead of an orderly close (the abusive clients of the load).
   func reset() {
     var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
-    setsockopt(self.descriptor, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+    setsockopt(
+      self.descriptor,
+      SOL_SOCKET,
+      SO_LINGER,
+      &linger,
+      socklen_t(MemoryLayout<Glibc.linger>.size)
+    )
   }
 
   deinit {
@@ -180,11 +193,17 @@ func startThread(_ body: @escaping @Sendable () -> Void) {
   pthread_attr_init(&attributes)
   pthread_attr_setstacksize(&attributes, 256 * 1024)
   let context = Unmanaged.passRetained(Box(body)).toOpaque()
-  let created = pthread_create(&thread, &attributes, { context in
-    let box = Unmanaged<Box>.fromOpaque(context!).takeRetainedValue()
-    box.body()
-    return nil
-  }, context)
+  let created = pthread_create(
+    &thread,
+    &attributes,
+    { context in
+      guard let context else { return nil }
+      let box = Unmanaged<Box>.fromOpaque(context).takeRetainedValue()
+      box.body()
+      return nil
+    },
+    context
+  )
   pthread_attr_destroy(&attributes)
   precondition(created == 0, "pthread_create failed: \(created)")
   pthread_detach(thread)

@@ -291,8 +291,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
   /// Applies the registrations and cancellations planned so far, without submitting jobs.
   @usableFromInline
   func applyPlannedSteps() {
-    var noJobs: [any EffectJob] = []
-    self.supervisor?.apply(&self.planner.steps, jobs: &noJobs)
+    self.supervisor?.applySteps(&self.planner.steps)
   }
 
   /// Applies everything planned for the action just processed and hands its jobs to the root

@@ -58,18 +58,11 @@ public actor Store<State: Sendable, Action: Sendable> {
     @ReducerBuilder<State, Action> reducer: () -> R,
     withDependencies prepareDependencies: ((inout DependencyValues) -> Void)? = nil
   ) {
-    var dependencies = DependencyValues._inherited()
-    prepareDependencies?(&dependencies)
-    let (state, reducer) = DependencyValues.withValues(dependencies) {
-      (initialState(), reducer())
-    }
     self.init(
-      root: RootCore.make(
-        initialState: state,
-        reducer: reducer,
-        configuration: StoreConfiguration(dependencies: dependencies),
-        observer: nil
-      )
+      initialState: initialState(),
+      storeObserver: nil,
+      reducer: reducer,
+      withDependencies: prepareDependencies
     )
   }
 
@@ -95,6 +88,22 @@ public actor Store<State: Sendable, Action: Sendable> {
     @ReducerBuilder<State, Action> reducer: () -> R,
     withDependencies prepareDependencies: ((inout DependencyValues) -> Void)? = nil
   ) {
+    self.init(
+      initialState: initialState(),
+      storeObserver: observer,
+      reducer: reducer,
+      withDependencies: prepareDependencies
+    )
+  }
+
+  /// The two public initializers: state and reducer made under the store's dependencies.
+  @inlinable
+  init<R: Reducer<State, Action>>(
+    initialState: @autoclosure () -> State,
+    storeObserver: (any StoreObserver<State, Action>)?,
+    reducer: () -> R,
+    withDependencies prepareDependencies: ((inout DependencyValues) -> Void)?
+  ) {
     var dependencies = DependencyValues._inherited()
     prepareDependencies?(&dependencies)
     let (state, reducer) = DependencyValues.withValues(dependencies) {
@@ -106,7 +115,7 @@ public actor Store<State: Sendable, Action: Sendable> {
         reducer: reducer,
         configuration: StoreConfiguration(dependencies: dependencies),
         observer: nil,
-        storeObserver: observer
+        storeObserver: storeObserver
       )
     )
   }
