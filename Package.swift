@@ -16,8 +16,15 @@ let package = Package(
     .target(name: "CUnidirectional"),
     .target(name: "Unidirectional", dependencies: ["CUnidirectional"]),
     .target(name: "CUnidirectionalTesting"),
-    .target(name: "UnidirectionalTesting", dependencies: ["Unidirectional", "CUnidirectionalTesting"]),
-    .target(name: "ExampleFeatures", dependencies: ["Unidirectional"], path: "Sources/Examples/ExampleFeatures"),
+    .target(
+      name: "UnidirectionalTesting",
+      dependencies: ["Unidirectional", "CUnidirectionalTesting"]
+    ),
+    .target(
+      name: "ExampleFeatures",
+      dependencies: ["Unidirectional"],
+      path: "Sources/Examples/ExampleFeatures"
+    ),
     .executableTarget(
       name: "NthPrime",
       dependencies: ["ExampleFeatures", "Unidirectional"],
@@ -72,12 +79,13 @@ for target in package.targets
 where !["CMallocStats", "CAllocationCounter", "CUnidirectional", "CUnidirectionalTesting"]
   .contains(target.name)
 {
-  target.swiftSettings = (target.swiftSettings ?? []) + [
-    .enableUpcomingFeature("ExistentialAny"),
-    .enableUpcomingFeature("ImmutableWeakCaptures"),
-    .enableUpcomingFeature("InferIsolatedConformances"),
-    .enableUpcomingFeature("InternalImportsByDefault"),
-    .enableUpcomingFeature("MemberImportVisibility"),
-    .enableUpcomingFeature("NonisolatedNonsendingByDefault"),
-  ]
+  target.swiftSettings =
+    (target.swiftSettings ?? []) + [
+      .enableUpcomingFeature("ExistentialAny"),
+      .enableUpcomingFeature("ImmutableWeakCaptures"),
+      .enableUpcomingFeature("InferIsolatedConformances"),
+      .enableUpcomingFeature("InternalImportsByDefault"),
+      .enableUpcomingFeature("MemberImportVisibility"),
+      .enableUpcomingFeature("NonisolatedNonsendingByDefault"),
+    ]
 }

@@ -22,9 +22,13 @@ func compositionBenchmarks() -> [Benchmark] {
   }
   var benchmarks = [
     scopeBenchmark(depth: 1) { await level1.send(.child(.increment)) },
-    scopeBenchmark(depth: 5) { await level5.send(.child(.child(.child(.child(.child(.increment)))))) },
+    scopeBenchmark(depth: 5) {
+      await level5.send(.child(.child(.child(.child(.child(.increment))))))
+    },
     scopeBenchmark(depth: 10) {
-      await level10.send(.child(.child(.child(.child(.child(.child(.child(.child(.child(.child(.increment)))))))))))
+      await level10.send(
+        .child(.child(.child(.child(.child(.child(.child(.child(.child(.child(.increment))))))))))
+      )
     },
   ]
   let host = Store(initialState: Host.State()) { Host() }

@@ -1,3 +1,5 @@
+import CMallocStats
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -5,7 +7,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import CMallocStats
 
 /// One measured case and the raw primitive it competes with, timed alternately in the same run.
 struct Benchmark: Sendable {
@@ -31,7 +32,8 @@ struct Samples {
     let sorted = self.values.sorted()
     guard !sorted.isEmpty else { return .nan }
     let middle = sorted.count / 2
-    return sorted.count.isMultiple(of: 2) ? (sorted[middle - 1] + sorted[middle]) / 2 : sorted[middle]
+    return sorted.count.isMultiple(of: 2)
+      ? (sorted[middle - 1] + sorted[middle]) / 2 : sorted[middle]
   }
 
   var minimum: Double { self.values.min() ?? .nan }
@@ -49,8 +51,12 @@ struct Harness {
     print("warning: a debug build; run `swift run -c release Benchmarks` for real figures")
     #endif
     print(
-      Self.pad("case", 54), Self.pad("median", 10), Self.pad("min", 10),
-      Self.pad("floor", 10), Self.pad("ratio", 7), "target   floor primitive"
+      Self.pad("case", 54),
+      Self.pad("median", 10),
+      Self.pad("min", 10),
+      Self.pad("floor", 10),
+      Self.pad("ratio", 7),
+      "target   floor primitive"
     )
     for benchmark in benchmarks {
       if let filter, !benchmark.name.contains(filter) { continue }

@@ -249,8 +249,11 @@ func memoryFigures(filter: String?) async {
     await debouncing.shutdown()
     print(
       Harness.pad("bytes held per debounce restart (store alive)", 54),
-      Harness.pad(Harness.format(whileAlive, digits: 0), 10), Harness.pad("", 10),
-      Harness.pad("", 10), Harness.pad("", 7), "≤100 B"
+      Harness.pad(Harness.format(whileAlive, digits: 0), 10),
+      Harness.pad("", 10),
+      Harness.pad("", 10),
+      Harness.pad("", 7),
+      "≤100 B"
     )
   }
   let afterFree = Double(allocatedBytes() - before) / Double(restarts)
@@ -266,20 +269,25 @@ func memoryFigures(filter: String?) async {
   let cancelledSleeps = Double(allocatedBytes() - before) / Double(restarts)
   print(
     Harness.pad("bytes held per debounce restart (store freed)", 54),
-    Harness.pad(Harness.format(afterFree, digits: 0), 10), Harness.pad("", 10),
-    Harness.pad(Harness.format(cancelledSleeps, digits: 0), 10), Harness.pad("", 7),
+    Harness.pad(Harness.format(afterFree, digits: 0), 10),
+    Harness.pad("", 10),
+    Harness.pad(Harness.format(cancelledSleeps, digits: 0), 10),
+    Harness.pad("", 7),
     "0 B      a cancelled Task.sleep per restart"
   )
 
   print(
-    Harness.pad("bytes per idle store", 54), Harness.pad(Harness.format(storeBytes, digits: 0), 10),
-    Harness.pad("", 10), Harness.pad(Harness.format(actorBytes, digits: 0), 10),
+    Harness.pad("bytes per idle store", 54),
+    Harness.pad(Harness.format(storeBytes, digits: 0), 10),
+    Harness.pad("", 10),
+    Harness.pad(Harness.format(actorBytes, digits: 0), 10),
     Harness.pad(Harness.format(storeBytes / actorBytes, digits: 2) + "x", 7),
     "≤1 KiB   an idle actor"
   )
   print(
     Harness.pad("bytes per suspended effect", 54),
-    Harness.pad(Harness.format(effectBytes, digits: 0), 10), Harness.pad("", 10),
+    Harness.pad(Harness.format(effectBytes, digits: 0), 10),
+    Harness.pad("", 10),
     Harness.pad(Harness.format(childBytes, digits: 0), 10),
     Harness.pad(Harness.format(effectBytes / childBytes, digits: 2) + "x", 7),
     "≤1.5x    a suspended task-group child"

@@ -1,9 +1,10 @@
+import Unidirectional
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Unidirectional
 
 // `swift run -c release Benchmarks [--filter text] [--samples n]`
 var harness = Harness()
@@ -17,7 +18,9 @@ while let argument = arguments.popFirst() {
     exit(2)
   }
 }
-print("Unidirectional benchmarks: median and min ns/op of \(harness.samples) samples; floors measured in the same run")
+print(
+  "Unidirectional benchmarks: median and min ns/op of \(harness.samples) samples; floors measured in the same run"
+)
 await harness.run(
   storeBenchmarks() + cancellationBenchmarks() + clockBenchmarks() + compositionBenchmarks()
     + testStoreBenchmarks()

@@ -125,11 +125,24 @@ func measure() async -> [Gate] {
   print("store cycles, net live blocks per round: \(drifts)")
 
   return [
-    Gate(name: "send returning .none, per action", threshold: thresholds.sendNone, measured: sendNone),
-    Gate(name: "starting one effect (run to its end)", threshold: thresholds.startEffect, measured: startEffect),
-    Gate(name: "each action an effect emits", threshold: thresholds.perEmittedAction, measured: perEmitted),
     Gate(
-      name: "10,000 create-send-effect-shutdown cycles, net live blocks (least of \(rounds) rounds)",
+      name: "send returning .none, per action",
+      threshold: thresholds.sendNone,
+      measured: sendNone
+    ),
+    Gate(
+      name: "starting one effect (run to its end)",
+      threshold: thresholds.startEffect,
+      measured: startEffect
+    ),
+    Gate(
+      name: "each action an effect emits",
+      threshold: thresholds.perEmittedAction,
+      measured: perEmitted
+    ),
+    Gate(
+      name:
+        "10,000 create-send-effect-shutdown cycles, net live blocks (least of \(rounds) rounds)",
       threshold: thresholds.cycleDrift,
       measured: drift,
       rebaselines: false
@@ -149,7 +162,9 @@ let rounds = CommandLine.arguments.dropFirst(2).first.flatMap { Int($0) } ?? 10
 let gates = await measure()
 var failed = false
 for gate in gates {
-  let verdict = gate.passes ? "ok" : (gate.measured > gate.threshold ? "FAIL (above)" : "FAIL (far below: re-baseline)")
+  let verdict =
+    gate.passes
+    ? "ok" : (gate.measured > gate.threshold ? "FAIL (above)" : "FAIL (far below: re-baseline)")
   print("\(gate.name): \(gate.measured) allocations (threshold \(gate.threshold)) \(verdict)")
   if !gate.passes { failed = true }
 }

@@ -1,3 +1,6 @@
+import CUnidirectionalTesting
+import Unidirectional
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -5,8 +8,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import CUnidirectionalTesting
-import Unidirectional
 
 /// Not API: a serial and task executor whose jobs run only when a test drains it by hand.
 ///

@@ -274,7 +274,9 @@ public final class TestStore<State: Equatable & Sendable, Action: Sendable> {
   }
 
   /// Runs `body` on the test store's executor, draining until it has returned.
-  private func onExecutor<T: Sendable>(_ body: @escaping @Sendable (Store<State, Action>) async -> T) -> T {
+  private func onExecutor<T: Sendable>(
+    _ body: @escaping @Sendable (Store<State, Action>) async -> T
+  ) -> T {
     let store = self.store
     let result = LockIsolated<T?>(nil)
     Task(executorPreference: self.executor) {
@@ -291,7 +293,11 @@ public final class TestStore<State: Equatable & Sendable, Action: Sendable> {
   /// Architecture, may read them).
   private func underDependencies<R>(_ body: () throws -> R) rethrows -> R {
     let dependencies = self.dependencies
-    return try Unidirectional.withDependencies { $0 = dependencies } operation: { try body() }
+    return try Unidirectional.withDependencies {
+      $0 = dependencies
+    } operation: {
+      try body()
+    }
   }
 
   // MARK: - Sending
@@ -505,7 +511,8 @@ public final class TestStore<State: Equatable & Sendable, Action: Sendable> {
     guard found else {
       var message = "Expected to receive \(expectedDescription), but received none."
       if !exhaustive, !self.received.isEmpty {
-        message = "Expected to receive \(expectedDescription), but none of the \(Self.count(self.received.count, "received action")) matched."
+        message =
+          "Expected to receive \(expectedDescription), but none of the \(Self.count(self.received.count, "received action")) matched."
       }
       if self.store.liveEffectCount > 0 {
         message += """
@@ -787,8 +794,10 @@ struct TestLocation {
 extension String {
   /// The text on one line (newlines and their indentation become single spaces).
   fileprivate func replacingNewlines() -> String {
-    self.split(separator: "\n").map { $0.trimmingPrefix(while: \.isWhitespace) }.joined(separator: " ")
-      .replacing("( ", with: "(").replacing(" )", with: ")")
-      .replacing("[ ", with: "[").replacing(" ]", with: "]")
+    self.split(separator: "\n").map { $0.trimmingPrefix(while: \.isWhitespace) }.joined(
+      separator: " "
+    )
+    .replacing("( ", with: "(").replacing(" )", with: ")")
+    .replacing("[ ", with: "[").replacing(" ]", with: "]")
   }
 }

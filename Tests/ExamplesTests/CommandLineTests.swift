@@ -18,7 +18,11 @@ import Glibc
     var error: String
   }
 
-  private static func run(_ name: String, _ arguments: [String], input: Data? = nil) throws -> Finished {
+  private static func run(
+    _ name: String,
+    _ arguments: [String],
+    input: Data? = nil
+  ) throws -> Finished {
     let process = Process()
     process.executableURL = Self.productsDirectory.appendingPathComponent(name)
     process.arguments = arguments
@@ -45,7 +49,10 @@ import Glibc
   func nthPrimeRejectsABadArgumentWithExitCode2(argument: String) throws {
     let result = try Self.run("nth-prime", [argument])
     #expect(result.status == 2)
-    #expect(result.error == "error: N must be a whole number from 1 to 5,000,000 (got '\(argument)'); see --help\n")
+    #expect(
+      result.error
+        == "error: N must be a whole number from 1 to 5,000,000 (got '\(argument)'); see --help\n"
+    )
   }
 
   @Test func nthPrimeFindsThePrime() throws {

@@ -55,7 +55,10 @@ import UnidirectionalTesting
       await store.send(.incrementTapped) { $0.count = 0 }
     }
     #expect(issues.value.count == 1)
-    #expect(issues.value.first?.message.hasPrefix("An effect returned for this action is still running.") == true)
+    #expect(
+      issues.value.first?.message.hasPrefix("An effect returned for this action is still running.")
+        == true
+    )
     #expect(issues.value.first?.message.contains("Action: .decrementTapped") == true)
   }
 
@@ -90,7 +93,9 @@ import UnidirectionalTesting
     await withIssueReporter(IssueReporter { issue in issues.withValue { $0.append(issue) } }) {
       let store = TestStore(initialState: Counter.State(count: 3)) { Counter() }
       await store.send(.factTapped)
-      await store.receive(.factResponse("Couldn't load a fact: 'NumberFactClient.fetch' is unimplemented")) {
+      await store.receive(
+        .factResponse("Couldn't load a fact: 'NumberFactClient.fetch' is unimplemented")
+      ) {
         $0.fact = "Couldn't load a fact: 'NumberFactClient.fetch' is unimplemented"
       }
     }

@@ -200,9 +200,11 @@ private struct Session: Reducer {
       }
       await store.send(.loggedIn(.tick))
     }
-    #expect(issues.map(\.message.firstLine) == [
-      "An 'ifCaseLet' received a child action when the state was in another case."
-    ])
+    #expect(
+      issues.map(\.message.firstLine) == [
+        "An 'ifCaseLet' received a child action when the state was in another case."
+      ]
+    )
   }
 
   @Test func scopeRunsAnEnumCaseAndReportsActionsForOtherCases() async {
@@ -215,9 +217,11 @@ private struct Session: Reducer {
     let issues = await collectingIssues {
       await store.send(.loggedIn(.tick))
     }
-    #expect(issues.map(\.message.firstLine) == [
-      "An 'Scope' received a child action when its state was 'nil' (or in another case)."
-    ])
+    #expect(
+      issues.map(\.message.firstLine) == [
+        "An 'Scope' received a child action when its state was 'nil' (or in another case)."
+      ]
+    )
   }
 }
 

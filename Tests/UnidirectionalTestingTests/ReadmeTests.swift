@@ -3,7 +3,6 @@ import Testing
 import Unidirectional
 import UnidirectionalTesting
 
-
 struct ReadmeCounter: Reducer {
   struct State: Equatable, Sendable { var count = 0 }
   enum Action: Equatable, Sendable { case decrementTapped, incrementTapped, delayedIncrement }
@@ -30,7 +29,7 @@ struct ReadmeCounter: Reducer {
 @Suite(.timeLimit(.minutes(2))) struct ReadmeTests {
   @Test func theFeatureRunsInAStore() async {
     let store = Store(initialState: ReadmeCounter.State()) { ReadmeCounter() }
-    await store.send(.decrementTapped)   // count -1; one second later, back to 0
+    await store.send(.decrementTapped)  // count -1; one second later, back to 0
     #expect(await store.state.count == -1)
     await store.shutdown()
   }

@@ -58,15 +58,17 @@ private struct Stamps: Reducer {
       await clock.advance(by: .seconds(1))
       await store.finish()
     }
-    #expect(issues.map(\.message) == [
-      """
-      The store received 1 unexpected action:
+    #expect(
+      issues.map(\.message) == [
+        """
+        The store received 1 unexpected action:
 
-        .decrementDelayResponse
+          .decrementDelayResponse
 
-      Assert each with 'receive', or call 'skipReceivedActions()'.
-      """
-    ])
+        Assert each with 'receive', or call 'skipReceivedActions()'.
+        """
+      ]
+    )
   }
 
   @Test func actionsPendingAfterAMustHandleFailureCanStillBeReceived() async {
@@ -80,9 +82,11 @@ private struct Stamps: Reducer {
       // Architecture: the pending action had brought the count to 0.
       await store.receive(.decrementDelayResponse) { $0.count = 0 }
     }
-    #expect(issues.map(\.message.firstLine) == [
-      "Must handle 1 received action before sending an action:"
-    ])
+    #expect(
+      issues.map(\.message.firstLine) == [
+        "Must handle 1 received action before sending an action:"
+      ]
+    )
   }
 
   @Test func receivingTheWrongActionIsOneFailureNotTwo() async {
@@ -111,15 +115,17 @@ private struct Stamps: Reducer {
       await clock.advance(by: .seconds(1))
       await store.receive(where: { $0 == .timerTick })
     }
-    #expect(issues.map(\.message) == [
-      """
-      Received unexpected action:
+    #expect(
+      issues.map(\.message) == [
+        """
+        Received unexpected action:
 
-        .decrementDelayResponse
+          .decrementDelayResponse
 
-      It does not match the predicate.
-      """
-    ])
+        It does not match the predicate.
+        """
+      ]
+    )
   }
 
   @Test func dependenciesApplyToTheInitialStateTheReducerAndStateAssertions() async {
@@ -169,9 +175,11 @@ private struct Stamps: Reducer {
       #expect(store.exhaustivity == .on)
       await store.send(.incrementTapped)  // not fine here
     }
-    #expect(issues.map(\.message.firstLine) == [
-      "State was not expected to change, but a change occurred:"
-    ])
+    #expect(
+      issues.map(\.message.firstLine) == [
+        "State was not expected to change, but a change occurred:"
+      ]
+    )
   }
 
   @Test func assertChecksTheCurrentState() async {
@@ -188,21 +196,23 @@ private struct Stamps: Reducer {
     let issues = await collectingIssues {
       store.assert { $0.count = 4 }
     }
-    #expect(issues.map(\.message) == [
-      """
-      A state change does not match expectation:
+    #expect(
+      issues.map(\.message) == [
+        """
+        A state change does not match expectation:
 
-          Counter.State(
-        -   count: 4,
-        +   count: 3,
-            isTimerRunning: true,
-            progress: nil,
-            fact: nil
-          )
+            Counter.State(
+          -   count: 4,
+          +   count: 3,
+              isTimerRunning: true,
+              progress: nil,
+              fact: nil
+            )
 
-      (Expected: -, Actual: +)
-      """
-    ])
+        (Expected: -, Actual: +)
+        """
+      ]
+    )
     await store.skipInFlightEffects()
   }
 
@@ -241,17 +251,19 @@ private struct Stamps: Reducer {
       await store.finish(timeout: .zero)
       await store.skipInFlightEffects()
     }
-    #expect(issues.map(\.message) == [
-      """
-      Expected effects to finish, but there are still effects in-flight after waiting 0.0 s.
+    #expect(
+      issues.map(\.message) == [
+        """
+        Expected effects to finish, but there are still effects in-flight after waiting 0.0 s.
 
-      Started by:
-        .decrementTapped
+        Started by:
+          .decrementTapped
 
-      An effect that waits on a test clock needs 'advance'; one that waits on work outside the \
-      test store (a real clock, a socket, 'Task.detached') needs a test dependency.
-      """
-    ])
+        An effect that waits on a test clock needs 'advance'; one that waits on work outside the \
+        test store (a real clock, a socket, 'Task.detached') needs a test dependency.
+        """
+      ]
+    )
   }
 
   @Test func aTestStoreTaskFinishWaitsOnTheTestClockAndReportsWhatIsLeft() async {
@@ -261,9 +273,11 @@ private struct Stamps: Reducer {
     let issues = await collectingIssues {
       await task.finish(timeout: .zero)
     }
-    #expect(issues.map(\.message.firstLine) == [
-      "Expected the task to finish, but it is still in-flight."
-    ])
+    #expect(
+      issues.map(\.message.firstLine) == [
+        "Expected the task to finish, but it is still in-flight."
+      ]
+    )
     await clock.advance(by: .seconds(1))
     await task.finish(timeout: .zero)
     #expect(task.rawValue.isFinished)

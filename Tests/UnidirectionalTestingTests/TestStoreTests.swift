@@ -123,7 +123,11 @@ import UnidirectionalTesting
       let store = TestStore(initialState: Counter.State()) { Counter() }
       await store.send(.incrementTapped)
     }
-    #expect(issues.map(\.message).first?.hasPrefix("State was not expected to change, but a change occurred:") == true)
+    #expect(
+      issues.map(\.message).first?.hasPrefix(
+        "State was not expected to change, but a change occurred:"
+      ) == true
+    )
   }
 
   @Test func aClosureThatChangesNothingFails() async {
@@ -131,7 +135,11 @@ import UnidirectionalTesting
       let store = TestStore(initialState: Counter.State()) { Counter() }
       await store.send(.stopTimerTapped) { $0.isTimerRunning = false }
     }
-    #expect(issues.map(\.message).first?.hasPrefix("Expected the state to change, but no change occurred.") == true)
+    #expect(
+      issues.map(\.message).first?.hasPrefix(
+        "Expected the state to change, but no change occurred."
+      ) == true
+    )
   }
 
   @Test func removingTheCancelLeavesAnEffectRunning() async {
@@ -144,7 +152,9 @@ import UnidirectionalTesting
     }
     #expect(issues.count == 1)
     let issue = issues.first
-    #expect(issue?.message.hasPrefix("An effect returned for this action is still running.") == true)
+    #expect(
+      issue?.message.hasPrefix("An effect returned for this action is still running.") == true
+    )
     #expect(issue?.message.contains("Action: .decrementTapped") == true)
     #expect(issue?.line == sendLine)
     #expect(clock.sleeperCount == 0)  // the test store cancelled it on the way out
@@ -157,15 +167,17 @@ import UnidirectionalTesting
       await store.send(.decrementTapped) { $0.count = -1 }
       await clock.advance(by: .seconds(1))
     }
-    #expect(issues.map(\.message) == [
-      """
-      The store received 1 unexpected action by the end of this test:
+    #expect(
+      issues.map(\.message) == [
+        """
+        The store received 1 unexpected action by the end of this test:
 
-        .decrementDelayResponse
+          .decrementDelayResponse
 
-      Assert each with 'receive', or call 'skipReceivedActions()'.
-      """
-    ])
+        Assert each with 'receive', or call 'skipReceivedActions()'.
+        """
+      ]
+    )
   }
 
   @Test func sendingBeforeReceivingFails() async {
@@ -176,11 +188,13 @@ import UnidirectionalTesting
       await clock.advance(by: .seconds(1))
       await store.send(.incrementTapped) { $0.count = 1 }
     }
-    #expect(issues.map(\.message.firstLine) == [
-      "Must handle 1 received action before sending an action:",
-      // The action stays pending, and the end of the test reports it again.
-      "The store received 1 unexpected action by the end of this test:",
-    ])
+    #expect(
+      issues.map(\.message.firstLine) == [
+        "Must handle 1 received action before sending an action:",
+        // The action stays pending, and the end of the test reports it again.
+        "The store received 1 unexpected action by the end of this test:",
+      ]
+    )
   }
 
   @Test func receivingTheWrongActionFailsWithADiff() async {
@@ -191,16 +205,18 @@ import UnidirectionalTesting
       await clock.advance(by: .seconds(1))
       await store.receive(.timerTick) { $0.count = 0 }
     }
-    #expect(issues.map(\.message) == [
-      """
-      Received unexpected action:
+    #expect(
+      issues.map(\.message) == [
+        """
+        Received unexpected action:
 
-        - .timerTick
-        + .decrementDelayResponse
+          - .timerTick
+          + .decrementDelayResponse
 
-      (Expected: -, Received: +)
-      """
-    ])
+        (Expected: -, Received: +)
+        """
+      ]
+    )
   }
 
   @Test func receivingWhenNothingCameFails() async {
@@ -220,7 +236,9 @@ import UnidirectionalTesting
       await store.skipInFlightEffects()
     }
     #expect(issues.count == 1)
-    #expect(issues.first?.message.contains("Effects are still running after waiting 0.001 s") == true)
+    #expect(
+      issues.first?.message.contains("Effects are still running after waiting 0.001 s") == true
+    )
   }
 
   @Test func workOutsideTheTestStoreIsAwaitedWithinTheTimeout() async {

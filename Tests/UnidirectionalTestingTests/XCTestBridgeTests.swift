@@ -41,11 +41,16 @@ final class XCTestBridgeTests: XCTestCase {
     await store.send(true)
     let failures = self.captured.value
     XCTAssertEqual(failures.count, 1)
-    XCTAssertTrue(failures.first?.description.contains("An action was sent to a store that has been shut down.") == true)
+    XCTAssertTrue(
+      failures.first?.description.contains("An action was sent to a store that has been shut down.")
+        == true
+    )
     // Through the observer the location is the caller's; through the `XCTFail` fallback (when
     // the observer was created during this case) it is in the message.
     XCTAssertTrue(
-      failures.first.map { $0.line == line || $0.description.contains("XCTestBridgeTests.swift:\(line):") }
+      failures.first.map {
+        $0.line == line || $0.description.contains("XCTestBridgeTests.swift:\(line):")
+      }
         == true,
       "\(failures)"
     )
@@ -65,7 +70,11 @@ final class XCTestBridgeTests: XCTestCase {
     let failures = self.captured.value
     XCTAssertEqual(failures.count, 1)
     XCTAssertEqual(failures.first?.line, line)
-    XCTAssertTrue(failures.first?.description.contains("−2") == true || failures.first?.description.contains("-2") == true, "\(failures)")
+    XCTAssertTrue(
+      failures.first?.description.contains("−2") == true
+        || failures.first?.description.contains("-2") == true,
+      "\(failures)"
+    )
     XCTAssertTrue(failures.first?.description.contains("+1") == true, "\(failures)")
   }
 }

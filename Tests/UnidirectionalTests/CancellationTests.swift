@@ -50,7 +50,9 @@ private struct Canceller: Reducer {
           try await clock.sleep(for: .seconds(10))
           await send(.slept(id))
         } catch is CancellationError {
-          started.withValue { $0.append("\(id) saw CancellationError, isCancelled \(Task.isCancelled)") }
+          started.withValue {
+            $0.append("\(id) saw CancellationError, isCancelled \(Task.isCancelled)")
+          }
         }
       }
       .cancellable(id: id)
@@ -230,7 +232,9 @@ private struct Canceller: Reducer {
         switch action {
         case 0:
           return .run { _ in
-            do { try await clock.sleep(for: .seconds(1)) } catch { started.withValue { $0.append("int cancelled") } }
+            do { try await clock.sleep(for: .seconds(1)) } catch {
+              started.withValue { $0.append("int cancelled") }
+            }
           }
           .cancellable(id: 1)
         default:

@@ -132,7 +132,11 @@ private func onManualExecutor(
       await clock.run(maximumSteps: 10)
     }
     #expect(issues.count == 1)
-    #expect(issues.first?.message.hasPrefix("'TestClock.run()' stopped after 10 deadlines with tasks still sleeping.") == true)
+    #expect(
+      issues.first?.message.hasPrefix(
+        "'TestClock.run()' stopped after 10 deadlines with tasks still sleeping."
+      ) == true
+    )
     task.cancel()
     executor.drainUntilIdle()
 
@@ -178,7 +182,11 @@ private func onManualExecutor(
       try? await clock.sleep(for: .seconds(1))
     }
     #expect(issues.count == 1)
-    #expect(issues.first?.message.hasPrefix("An unimplemented clock was used: 'continuousClock.sleep(until:)'") == true)
+    #expect(
+      issues.first?.message.hasPrefix(
+        "An unimplemented clock was used: 'continuousClock.sleep(until:)'"
+      ) == true
+    )
     #expect(clock.now.offset == .zero)
   }
 }
@@ -199,7 +207,11 @@ private func onManualExecutor(
     func reduce(into state: inout [String], action: Action) -> Effect<Action> {
       switch action {
       case .typed(let query):
-        return .send(.results(query)).debounce(id: "search", for: .milliseconds(300), clock: self.clock)
+        return .send(.results(query)).debounce(
+          id: "search",
+          for: .milliseconds(300),
+          clock: self.clock
+        )
       case .scrolled(let offset):
         return .send(.loaded(offset))
           .throttle(id: "load", for: .seconds(1), clock: self.clock, latest: self.latest)

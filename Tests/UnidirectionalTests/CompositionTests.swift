@@ -129,7 +129,11 @@ private struct Parent: Reducer {
       await store.send(.optional(.increment))
     }
     #expect(issues.count == 1)
-    #expect(issues.first?.message.hasPrefix("An 'ifLet' received a child action when the child state was 'nil'.") == true)
+    #expect(
+      issues.first?.message.hasPrefix(
+        "An 'ifLet' received a child action when the child state was 'nil'."
+      ) == true
+    )
     #expect(issues.first?.message.contains("Action: .increment") == true)
   }
 
@@ -156,7 +160,11 @@ private struct Parent: Reducer {
       await store.send(.rows(id: 7, action: .increment))
     }
     #expect(issues.count == 1)
-    #expect(issues.first?.message.hasPrefix("A 'forEach' received an action for an element that is not in the collection.") == true)
+    #expect(
+      issues.first?.message.hasPrefix(
+        "A 'forEach' received an action for an element that is not in the collection."
+      ) == true
+    )
   }
 
   @Test func aScopedStoreSharesItsParentsStateEffectsAndCancellation() async {
@@ -260,7 +268,9 @@ private struct Parent: Reducer {
           model.insert(Item(id: id, value: step), at: index)
         }
       case 2:
-        #expect(array.remove(id: id) == model.firstIndex { $0.id == id }.map { model.remove(at: $0) })
+        #expect(
+          array.remove(id: id) == model.firstIndex { $0.id == id }.map { model.remove(at: $0) }
+        )
       case 3:
         array[id: id]?.value = step
         if let index = model.firstIndex(where: { $0.id == id }) { model[index].value = step }

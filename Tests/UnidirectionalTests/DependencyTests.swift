@@ -107,10 +107,14 @@ private struct Greeting: Reducer {
 
   @Test func withDependenciesScopesSynchronousAndAsynchronousWork() async {
     @Dependency(\.greeter) var greeter
-    let inside = withDependencies { $0.greeter = Greeter { "sync \($0)" } } operation: {
+    let inside = withDependencies {
+      $0.greeter = Greeter { "sync \($0)" }
+    } operation: {
       greeter.greet("a")
     }
-    let insideAsync = await withDependencies { $0.greeter = Greeter { "async \($0)" } } operation: {
+    let insideAsync = await withDependencies {
+      $0.greeter = Greeter { "async \($0)" }
+    } operation: {
       await Task { @Sendable in "task" }.value + " " + greeter.greet("b")
     }
     #expect(inside == "sync a")
@@ -178,10 +182,12 @@ private struct Greeting: Reducer {
         $0.log.append("00000000-0000-0000-0000-000000000000")
       }
     }
-    #expect(issues.map(\.message.firstLine) == [
-      "An unimplemented dependency was used: 'greeter'.",
-      "An unimplemented dependency was used: '\\.uuid'.",
-    ])
+    #expect(
+      issues.map(\.message.firstLine) == [
+        "An unimplemented dependency was used: 'greeter'.",
+        "An unimplemented dependency was used: '\\.uuid'.",
+      ]
+    )
   }
 }
 

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import Unidirectional
 
 private struct Profile: Equatable {

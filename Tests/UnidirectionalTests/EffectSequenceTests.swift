@@ -79,9 +79,11 @@ import Unidirectional
       await Self.collect(.run(stream))
     }
     #expect(actions == [1])
-    #expect(issues.map(\.message.firstLine) == [
-      "An 'Effect.run' threw an error and has no 'catch' handler."
-    ])
+    #expect(
+      issues.map(\.message.firstLine) == [
+        "An 'Effect.run' threw an error and has no 'catch' handler."
+      ]
+    )
   }
 
   @Test func iteratingNoneOrOnlySendsNeedsNoTask() async {

@@ -119,7 +119,8 @@ private func runOracle(seed: UInt64, operations: Int, checksDelivery: Bool) asyn
 
 /// Scales the stress tests down under sanitizers (`STRESS_SCALE=0.1` in `.ci/run`).
 let stressScale: Double = {
-  guard let text = getenv("STRESS_SCALE").map({ String(cString: $0) }), let scale = Double(text) else {
+  guard let text = getenv("STRESS_SCALE").map({ String(cString: $0) }), let scale = Double(text)
+  else {
     return 1
   }
   return scale
@@ -145,12 +146,16 @@ private var seeds: [UInt64] {
     )
   }
 
-  @Test(.enabled(if: stressScale >= 1, "timing-dependent; skipped in the scaled-down sanitizer runs"))
+  @Test(
+    .enabled(if: stressScale >= 1, "timing-dependent; skipped in the scaled-down sanitizer runs")
+  )
   func theOracleFailsWhenTheDeliveryCheckIsDisabled() async {
     var violations = 0
     for seed in seeds {
       let state = await runOracle(seed: seed, operations: 4_000, checksDelivery: false)
-      print("mutation, seed \(seed): started \(state.started) emitted \(state.emitted) cancelled \(state.cancelled.count) violations \(state.violations.count)")
+      print(
+        "mutation, seed \(seed): started \(state.started) emitted \(state.emitted) cancelled \(state.cancelled.count) violations \(state.violations.count)"
+      )
       violations += state.violations.count
     }
     #expect(violations > 0)
@@ -191,7 +196,9 @@ private func exploreInterleavings(
     guard prefix.filter({ $0 != 0 }).count < maximumDetours else { continue }
     for step in prefix.count..<counts.count where counts[step] > 1 {
       for alternative in 1..<counts[step] {
-        pending.append(Array(prefix) + Array(repeating: 0, count: step - prefix.count) + [alternative])
+        pending.append(
+          Array(prefix) + Array(repeating: 0, count: step - prefix.count) + [alternative]
+        )
       }
     }
   }

@@ -99,7 +99,11 @@ private struct Harness {
       await harness.send(.done("late"))
       return harness
     }
-    #expect(issues.map(\.message).first?.hasPrefix("An action was sent to a store that has been shut down.") == true)
+    #expect(
+      issues.map(\.message).first?.hasPrefix(
+        "An action was sent to a store that has been shut down."
+      ) == true
+    )
     await harness.clock.advance(by: .seconds(1))
     #expect(await harness.state == ["worked 1 s"])
   }
@@ -139,7 +143,11 @@ private struct Harness {
     }
     #expect(harness.returned.value)
     #expect(issues.count == 1)
-    #expect(issues.first?.message.hasPrefix("1 effect ignored cancellation and is still running after 'shutdown(gracePeriod: 2.0 seconds)'.") == true)
+    #expect(
+      issues.first?.message.hasPrefix(
+        "1 effect ignored cancellation and is still running after 'shutdown(gracePeriod: 2.0 seconds)'."
+      ) == true
+    )
     // Let it end, so no task outlives the test; its late action is dropped.
     harness.parked.value?.resume()
     harness.executor.drainUntilIdle()

@@ -73,7 +73,8 @@ let printer = Task {
 
 say("effects-basics: type 'help' for commands")
 loop: for await rawLine in inputLines() {
-  let command = rawLine.trimmingPrefix(while: \.isWhitespace).prefix { !$0.isWhitespace }.lowercased()
+  let command = rawLine.trimmingPrefix(while: \.isWhitespace).prefix { !$0.isWhitespace }
+    .lowercased()
   switch command {
   case "+": await store.send(.incrementTapped)
   case "-": await store.send(.decrementTapped)

@@ -35,4 +35,3 @@ extension DependencyValues {
     set { self[NumberFactClient.self] = newValue }
   }
 }
-

@@ -27,7 +27,9 @@ func parseN(_ arguments: [String]) -> Int {
   case 1:
     let text = arguments[0].replacing("_", with: "").replacing(",", with: "")
     guard let n = Int(text), (1...5_000_000).contains(n) else {
-      writeError("error: N must be a whole number from 1 to 5,000,000 (got '\(arguments[0])'); see --help")
+      writeError(
+        "error: N must be a whole number from 1 to 5,000,000 (got '\(arguments[0])'); see --help"
+      )
       exit(2)
     }
     return n
@@ -51,7 +53,8 @@ struct ProgressView {
     if self.isTerminal {
       let width = 30
       let filled = Int(state.progress * Double(width))
-      let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
+      let bar =
+        String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
       let percent = Int(state.progress * 100)
       print("\r[\(bar)] \(percent)%  checked \(state.checked)", terminator: "")
       fflush(nil)
@@ -77,7 +80,10 @@ let store = Store(initialState: NthPrime.State(n: n)) { NthPrime() }
 ///
 /// NB: a function, not top-level code: a closure written at top level is main-actor isolated,
 /// and Dispatch calls the handler on its own thread.
-func cancelOnInterrupt(_ task: StoreTask, recording interrupted: LockIsolated<Bool>) -> any DispatchSourceSignal {
+func cancelOnInterrupt(
+  _ task: StoreTask,
+  recording interrupted: LockIsolated<Bool>
+) -> any DispatchSourceSignal {
   signal(SIGINT, SIG_IGN)
   let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
   source.setEventHandler {
@@ -115,7 +121,9 @@ if let prime = state.prime {
   print("The \(ordinal(n)) prime is \(prime).")
   exit(0)
 } else if interrupted.value {
-  print("Stopped after checking \(state.checked) numbers (\(Int(state.progress * 100))% of the way to the \(ordinal(n)) prime).")
+  print(
+    "Stopped after checking \(state.checked) numbers (\(Int(state.progress * 100))% of the way to the \(ordinal(n)) prime)."
+  )
   exit(130)
 } else {
   writeError("error: the computation ended without a result")

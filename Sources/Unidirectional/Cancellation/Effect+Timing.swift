@@ -106,7 +106,11 @@ private func debounced<Action: Sendable, C: Clock<Duration>>(
         supervisor.endDebounce(key, generation: generation)
         return
       }
-      switch supervisor.wakeDebounce(key, generation: generation, sleptUntil: { $0 as? C.Instant == target }) {
+      switch supervisor.wakeDebounce(
+        key,
+        generation: generation,
+        sleptUntil: { $0 as? C.Instant == target }
+      ) {
       case .sleep(let next):
         guard let next = next as? C.Instant else { return }
         target = next

@@ -31,7 +31,8 @@ extension Reducer {
     column: UInt = #column
   ) -> ForEachReducer<Self, Element>
   where
-    Element.State == ElementState, Element.Action == ElementAction,
+    Element.State == ElementState,
+    Element.Action == ElementAction,
     ElementState.ID: Sendable
   {
     let path = SendableKeyPath(action)
@@ -61,7 +62,8 @@ extension Reducer {
     column: UInt = #column
   ) -> ForEachReducer<Self, Element>
   where
-    Element.State == ElementState, Element.Action == ElementAction,
+    Element.State == ElementState,
+    Element.Action == ElementAction,
     ElementState.ID: Sendable
   {
     ForEachReducer(
@@ -90,7 +92,8 @@ where Element.State: Identifiable, Element.State.ID: Sendable {
   let embed: @Sendable (Parent.Action, ElementID, Element.Action) -> Parent.Action
   let location: SourceLocation
 
-  public func reduce(into state: inout Parent.State, action: Parent.Action) -> Effect<Parent.Action> {
+  public func reduce(into state: inout Parent.State, action: Parent.Action) -> Effect<Parent.Action>
+  {
     let path = KeyPathID(self.state)
     var elementEffect = Effect<Parent.Action>.none
     if let (id, elementAction) = self.extract(action) {

@@ -144,7 +144,8 @@ public struct IfLetReducer<Parent: Reducer, Child: Reducer>: Reducer {
 
   /// Runs the child (if present), then the parent; cancels the child's effects when the parent
   /// dismissed it or replaced it with another identity.
-  public func reduce(into state: inout Parent.State, action: Parent.Action) -> Effect<Parent.Action> {
+  public func reduce(into state: inout Parent.State, action: Parent.Action) -> Effect<Parent.Action>
+  {
     let path = KeyPathID(self.state)
     let before = state[keyPath: self.state].map { ChildCancelID(path: path, state: $0) }
     var childEffect = Effect<Parent.Action>.none

@@ -40,7 +40,8 @@ extension Reducer {
   /// - Returns: A reducer that also runs the change's reducer.
   public func onChange<Value: Equatable, Change: Reducer>(
     of value: @escaping (State) -> Value,
-    @ReducerBuilder<State, Action> _ reducer: @escaping (_ oldValue: Value, _ newValue: Value) -> Change
+    @ReducerBuilder<State, Action> _ reducer:
+      @escaping (_ oldValue: Value, _ newValue: Value) -> Change
   ) -> OnChangeReducer<Self, Value, Change> where Change.State == State, Change.Action == Action {
     OnChangeReducer(base: self, value: value, change: reducer)
   }

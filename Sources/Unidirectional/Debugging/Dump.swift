@@ -81,14 +81,18 @@ private struct Dumper {
         let pair = Array(Mirror(reflecting: child.value).children)
         guard pair.count == 2 else { continue }
         pairs.append(
-          (self.dump(pair[0].value, indent: indent + 1), self.dump(pair[1].value, indent: indent + 1))
+          (
+            self.dump(pair[0].value, indent: indent + 1),
+            self.dump(pair[1].value, indent: indent + 1)
+          )
         )
       }
       if pairs.isEmpty { return "[:]" }
       pairs.sort { $0.key < $1.key }
       let pad = String(repeating: "  ", count: indent + 1)
       let lines = pairs.map { pad + $0.key + ": " + $0.value }
-      return "[\n" + lines.joined(separator: ",\n") + "\n" + String(repeating: "  ", count: indent) + "]"
+      return "[\n" + lines.joined(separator: ",\n") + "\n" + String(repeating: "  ", count: indent)
+        + "]"
 
     case .set:
       var elements = mirror.children.map { self.dump($0.value, indent: indent + 1) }
@@ -237,7 +241,9 @@ private func lineEdits(_ old: [String], _ new: [String]) -> [LineEdit] {
       edits.append(.same(old[i]))
       i += 1
       j += 1
-    } else if j < new.count, i == old.count || lengths[i * columns + j + 1] >= lengths[(i + 1) * columns + j] {
+    } else if j < new.count,
+      i == old.count || lengths[i * columns + j + 1] >= lengths[(i + 1) * columns + j]
+    {
       if i < old.count, lengths[i * columns + j + 1] == lengths[(i + 1) * columns + j] {
         // Prefer removals first so `-` lines precede their `+` replacements.
         edits.append(.removed(old[i]))

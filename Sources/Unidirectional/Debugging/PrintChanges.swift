@@ -41,9 +41,12 @@ public struct PrintChangesReducer<Base: Reducer>: Reducer where Base.State: Send
     let effect = self.base.reduce(into: &state, action: action)
     let after = state
     self.printer.enqueue {
-      var entry = "received action:\n  " + customDump(action).replacingOccurrences(of: "\n", with: "\n  ")
+      var entry =
+        "received action:\n  " + customDump(action).replacingOccurrences(of: "\n", with: "\n  ")
       if let diff = diffDumps(customDump(before), customDump(after)) {
-        entry += "\n" + diff.split(separator: "\n", omittingEmptySubsequences: false)
+        entry +=
+          "\n"
+          + diff.split(separator: "\n", omittingEmptySubsequences: false)
           .map { "  " + $0 }.joined(separator: "\n")
       } else {
         entry += "\n  (No state changes)"

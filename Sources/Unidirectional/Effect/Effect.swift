@@ -61,7 +61,8 @@ public struct Effect<Action: Sendable>: Sendable {
   private var rawPriority: UInt8?
   var body: @concurrent @Sendable (Send<Action>) async -> Void
 
-  init(priority: TaskPriority?, body: @escaping @concurrent @Sendable (Send<Action>) async -> Void) {
+  init(priority: TaskPriority?, body: @escaping @concurrent @Sendable (Send<Action>) async -> Void)
+  {
     self.rawPriority = priority?.rawValue
     self.body = body
   }
@@ -118,7 +119,9 @@ extension Effect {
   public static func run(
     priority: TaskPriority? = nil,
     operation: @escaping @concurrent @Sendable (_ send: Send<Action>) async throws -> Void,
-    catch handler: (@concurrent @Sendable (_ error: any Error, _ send: Send<Action>) async -> Void)? =
+    catch handler: (
+      @concurrent @Sendable (_ error: any Error, _ send: Send<Action>) async -> Void
+    )? =
       nil,
     fileID: StaticString = #fileID,
     filePath: StaticString = #filePath,

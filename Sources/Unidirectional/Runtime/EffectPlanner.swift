@@ -155,10 +155,14 @@ struct EffectPlanner<Action: Sendable> {
       }
       return self.plan(inner, keys: keys + [key], delivery: delivery, supervisor: supervisor)
     case .merge(let effects):
-      let plans = effects.compactMap { self.plan($0, keys: keys, delivery: delivery, supervisor: supervisor) }
+      let plans = effects.compactMap {
+        self.plan($0, keys: keys, delivery: delivery, supervisor: supervisor)
+      }
       return plans.isEmpty ? nil : .merge(plans)
     case .concatenate(let effects):
-      let plans = effects.compactMap { self.plan($0, keys: keys, delivery: delivery, supervisor: supervisor) }
+      let plans = effects.compactMap {
+        self.plan($0, keys: keys, delivery: delivery, supervisor: supervisor)
+      }
       return plans.isEmpty ? nil : .concatenate(plans)
     case .queued(let key, let inner):
       guard let plan = self.plan(inner, keys: keys, delivery: delivery, supervisor: supervisor)

@@ -292,7 +292,8 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     for id in ids {
       guard let index = self.effects.index(forKey: id) else { continue }
       self.effects.values[index].pins -= 1
-      if self.effects.values[index].pins == 0, let waiter = self.effects.values[index].finishWaiter {
+      if self.effects.values[index].pins == 0, let waiter = self.effects.values[index].finishWaiter
+      {
         self.effects.values[index].finishWaiter = nil
         resumptions.append(waiter)
       }
@@ -382,7 +383,8 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   /// Re-arms the sleeping debounce timer of `key` with a new deadline and body; `nil` when there
   /// is none (or it has fired), after which the caller starts a new timer with the returned
   /// generation via ``armDebounce(_:deadline:body:)``.
-  mutating func rearmDebounce(_ key: CancelKey, deadline: any Sendable, body: any Sendable) -> Bool {
+  mutating func rearmDebounce(_ key: CancelKey, deadline: any Sendable, body: any Sendable) -> Bool
+  {
     guard let index = self.debounces.index(forKey: key), !self.debounces.values[index].hasFired
     else { return false }
     self.debounces.values[index].deadline = deadline
@@ -391,7 +393,8 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   }
 
   /// Records a new sleeping debounce timer for `key`; returns its generation.
-  mutating func armDebounce(_ key: CancelKey, deadline: any Sendable, body: any Sendable) -> UInt64 {
+  mutating func armDebounce(_ key: CancelKey, deadline: any Sendable, body: any Sendable) -> UInt64
+  {
     defer { self.nextDebounceGeneration += 1 }
     self.debounces[key] = DebounceSlot(
       generation: self.nextDebounceGeneration,

@@ -4,7 +4,12 @@
 /// calls the root core directly: no hop, no `assumeIsolated`, and the root's specialized send
 /// path. Scoping a scoped store composes the state paths and the embeddings.
 @usableFromInline
-final class ScopedCore<RootState: Sendable, RootAction: Sendable, State: Sendable, Action: Sendable>:
+final class ScopedCore<
+  RootState: Sendable,
+  RootAction: Sendable,
+  State: Sendable,
+  Action: Sendable
+>:
   StoreCore
 {
   @usableFromInline let root: RootCore<RootState, RootAction>

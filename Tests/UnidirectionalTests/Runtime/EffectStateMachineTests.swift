@@ -325,7 +325,10 @@ import Testing
     let row1 = CancelScope(element: CancelKey(1, scope: nil))
     let row2 = CancelScope(element: CancelKey(2, scope: nil))
     #expect(CancelKey("timer", scope: row1) != CancelKey("timer", scope: row2))
-    #expect(CancelKey("timer", scope: row1) == CancelKey("timer", scope: CancelScope(element: CancelKey(1, scope: nil))))
+    #expect(
+      CancelKey("timer", scope: row1)
+        == CancelKey("timer", scope: CancelScope(element: CancelKey(1, scope: nil)))
+    )
     #expect(CancelKey("timer", scope: nil) != CancelKey("timer", scope: row1))
   }
 
