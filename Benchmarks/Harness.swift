@@ -10,9 +10,11 @@ import Darwin
 
 /// One measured case and the raw primitive it competes with, timed alternately in the same run.
 struct Benchmark: Sendable {
-  /// What the case measures, e.g. `store.send (.none)`.
+  /// What the case measures, such as `store.send (.none)`.
+  ///
   var name: String
-  /// The primitive it is compared with, e.g. `actor method`.
+  /// The primitive it is compared with, such as `actor method`.
+  ///
   var floorName: String?
   /// The operations one sample performs (results are per operation).
   var operations: Int

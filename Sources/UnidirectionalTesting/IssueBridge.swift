@@ -19,8 +19,10 @@ public struct IssueBridge: TestFrameworkBridge {
   }
 }
 
-/// Records a failure in the running Swift Testing test (`Issue.record`) or XCTest test
-/// (`XCTFail`), at the given location. Returns `false` when no test is running.
+/// Records a failure in the running Swift Testing test (`Issue.record`) or XCTest test (`XCTFail`),
+/// at the given location.
+///
+/// Returns `false` when no test is running.
 @discardableResult
 func recordTestFailure(
   _ message: String,
@@ -52,11 +54,11 @@ func recordTestFailure(
   return false
 }
 
-/// Tracks the running XCTest case: corelibs' `XCTFail` silently drops a failure recorded
-/// outside one, and only a test case can record a failure at a run-time file path.
+/// Tracks the running XCTest case: corelibs' `XCTFail` silently drops a failure recorded outside
+/// one, and only a test case can record a failure at a run-time file path.
 ///
-/// The observer registers the first time the bridge is used (a test store registers it when it
-/// is created); an issue in the XCTest case during which it registered goes through `XCTFail`.
+/// The observer registers the first time the bridge is used (a test store registers it when it is
+/// created); an issue in the XCTest case during which it registered goes through `XCTFail`.
 final class XCTestRunObserver: NSObject, XCTestObservation, Sendable {
   static let shared: XCTestRunObserver = {
     let observer = XCTestRunObserver()
@@ -89,8 +91,8 @@ final class XCTestRunObserver: NSObject, XCTestObservation, Sendable {
 
 /// An `XCTestCase` reference held while the case runs.
 ///
-/// Safety: only used to call `recordFailure`, which XCTest allows from any thread while the
-/// case runs; the reference is dropped when the case finishes.
+/// Safety: only used to call `recordFailure`, which XCTest allows from any thread while the case
+/// runs; the reference is dropped when the case finishes.
 struct UncheckedTestCase: @unchecked Sendable {
   let testCase: XCTestCase
 }

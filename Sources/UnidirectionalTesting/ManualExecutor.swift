@@ -11,10 +11,10 @@ import Darwin
 
 /// Not API: a serial and task executor whose jobs run only when a test drains it by hand.
 ///
-/// A task that prefers this executor (SE-0417) runs every job on it: its structured children,
-/// the default actors it calls (a ``Store`` included), and the continuations others resume for
-/// it (a ``TestClock`` sleeper). Draining runs the jobs one at a time, in the order they were
-/// enqueued, on the draining thread, so a scenario has exactly one interleaving.
+/// A task that prefers this executor (SE-0417) runs every job on it: its structured children, the
+/// default actors it calls (a ``Store`` included), and the continuations others resume for it (a
+/// ``TestClock`` sleeper). Draining runs the jobs one at a time, in the order they were enqueued,
+/// on the draining thread, so a scenario has exactly one interleaving.
 ///
 /// > Important: Task executor preferences are held unowned by the runtime. Keep the executor
 /// > alive while any task may still enqueue on it; the stores, tasks and sleepers that use it
@@ -28,8 +28,8 @@ package final class ManualExecutor: SerialExecutor, TaskExecutor, ManualDrainer,
     var jobsRun = 0
     /// Set by ``wakeJobWaiters()``: later waits return at once until ``resetWaitTimeout()``.
     var waitTimedOut = false
-    /// Tasks suspended in ``settle()`` from one of this executor's jobs, resumed one at a time
-    /// when nothing else is left to run.
+    /// Tasks suspended in ``settle()`` from one of this executor's jobs, resumed one at a time when
+    /// nothing else is left to run.
     var settlers: [UnsafeContinuation<Void, Never>] = []
     /// Once the scope that owned the executor has ended, jobs go to the global executor.
     var forwardsJobs = false
@@ -199,8 +199,8 @@ package final class ManualExecutor: SerialExecutor, TaskExecutor, ManualDrainer,
     self.queue.withLock { $0.drainingThread = nil }
   }
 
-  /// Runs the pending job at `offset` (0 is the oldest) on the calling thread, out of order:
-  /// for tests that explore every order in which ready jobs could run.
+  /// Runs the pending job at `offset` (0 is the oldest) on the calling thread, out of order: for
+  /// tests that explore every order in which ready jobs could run.
   package func runPendingJob(at offset: Int) {
     let job = self.queue.withLock { queue -> UnownedJob in
       precondition(queue.drainingThread == nil, "runPendingJob(at:) called during a drain.")
@@ -218,8 +218,8 @@ package final class ManualExecutor: SerialExecutor, TaskExecutor, ManualDrainer,
 
   /// Suspends until a job is enqueued (returns at once if one is waiting).
   ///
-  /// Used when a test waits on work the executor cannot see (a real socket, `Task.detached`):
-  /// that work finishes by resuming a task of ours, which enqueues a job here.
+  /// Used when a test waits on work the executor cannot see (a real socket, `Task.detached`): that
+  /// work finishes by resuming a task of ours, which enqueues a job here.
   package func waitForJob() async {
     // NB: the lock is never held across the suspension point.
     await withUnsafeContinuation { continuation in
@@ -232,8 +232,8 @@ package final class ManualExecutor: SerialExecutor, TaskExecutor, ManualDrainer,
     }
   }
 
-  /// Resumes every task suspended in ``waitForJob()``, and makes later calls return at once
-  /// until ``resetWaitTimeout()`` (used when a wait times out).
+  /// Resumes every task suspended in ``waitForJob()``, and makes later calls return at once until
+  /// ``resetWaitTimeout()`` (used when a wait times out).
   package func wakeJobWaiters() {
     let waiters = self.queue.withLock { queue in
       queue.waitTimedOut = true
@@ -248,12 +248,14 @@ package final class ManualExecutor: SerialExecutor, TaskExecutor, ManualDrainer,
     self.queue.withLock { $0.waitTimedOut = false }
   }
 
-  /// Drains, and whenever work outside this executor enqueues a job, drains again, until
-  /// `isDone` holds, `shouldStop` holds, or `timeout` has passed. Returns `isDone()`.
+  /// Drains, and whenever work outside this executor enqueues a job, drains again, until `isDone`
+  /// holds, `shouldStop` holds, or `timeout` has passed.
   ///
-  /// This is the one place the test tools wait on real time: a bounded wait for work the
-  /// executor cannot see (a real clock, a socket, `Task.detached`). Effects that only use
-  /// injected clocks, streams and actors never get here.
+  /// Returns `isDone()`.
+  ///
+  /// This is the one place the test tools wait on real time: a bounded wait for work the executor
+  /// cannot see (a real clock, a socket, `Task.detached`). Effects that only use injected clocks,
+  /// streams and actors never get here.
   package func drain(
     waitingAtMost timeout: Duration,
     until isDone: () -> Bool,
@@ -282,8 +284,8 @@ package final class ManualExecutor: SerialExecutor, TaskExecutor, ManualDrainer,
   /// Runs `operation` in a task that prefers this executor, draining until it has returned.
   ///
   /// The task also carries this executor as ``TestExecution/drainer``, so test clocks drain it
-  /// after waking its sleepers. When the operation waits on work outside the executor, this
-  /// waits for that work to enqueue a job, then drains again.
+  /// after waking its sleepers. When the operation waits on work outside the executor, this waits
+  /// for that work to enqueue a job, then drains again.
   @discardableResult
   package func perform<T: Sendable>(
     _ operation: @escaping @Sendable () async -> T

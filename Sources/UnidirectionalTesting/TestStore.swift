@@ -87,6 +87,10 @@ public final class TestStore<State: Equatable & Sendable, Action: Sendable> {
   ///   - initialState: The state to start from.
   ///   - reducer: The feature under test.
   ///   - prepareDependencies: Overrides dependencies for the reducer and its effects.
+  ///   - fileID: The file ID of the location issues are reported at (the caller's).
+  ///   - filePath: The file path of that source location.
+  ///   - line: The line of that source location.
+  ///   - column: The column of that source location.
   public init<R: Reducer<State, Action>>(
     initialState: @autoclosure () -> State,
     @ReducerBuilder<State, Action> reducer: () -> R,
@@ -311,6 +315,10 @@ public final class TestStore<State: Equatable & Sendable, Action: Sendable> {
   ///   - action: The action to send.
   ///   - updateStateToExpectedResult: Mutates the state before the action into the state
   ///     expected after it. Omit it when the state should not change.
+  ///   - fileID: The file ID of the location issues are reported at (the caller's).
+  ///   - filePath: The file path of that source location.
+  ///   - line: The line of that source location.
+  ///   - column: The column of that source location.
   /// - Returns: The effects the action started, to cancel or await.
   @discardableResult
   public func send(
@@ -381,9 +389,13 @@ public final class TestStore<State: Equatable & Sendable, Action: Sendable> {
   ///
   /// - Parameters:
   ///   - predicate: Whether the received action is the expected one.
+  ///   - timeout: How long to wait for work outside the test store; ``timeout`` by default.
   ///   - updateStateToExpectedResult: Mutates the state before the action into the state
   ///     expected after it.
-  ///   - timeout: How long to wait for work outside the test store; ``timeout`` by default.
+  ///   - fileID: The file ID of the location issues are reported at (the caller's).
+  ///   - filePath: The file path of that source location.
+  ///   - line: The line of that source location.
+  ///   - column: The column of that source location.
   public func receive(
     where predicate: (Action) -> Bool,
     timeout: Duration? = nil,
@@ -666,9 +678,13 @@ extension TestStore where Action: Equatable {
   ///
   /// - Parameters:
   ///   - expectedAction: The action expected next.
+  ///   - timeout: How long to wait for work outside the test store; ``timeout`` by default.
   ///   - updateStateToExpectedResult: Mutates the state before the action into the state
   ///     expected after it.
-  ///   - timeout: How long to wait for work outside the test store; ``timeout`` by default.
+  ///   - fileID: The file ID of the location issues are reported at (the caller's).
+  ///   - filePath: The file path of that source location.
+  ///   - line: The line of that source location.
+  ///   - column: The column of that source location.
   public func receive(
     _ expectedAction: Action,
     timeout: Duration? = nil,
@@ -764,10 +780,12 @@ public struct TestStoreTask: Hashable, Sendable {
     self.rawValue.isCancelled
   }
 
+  /// Whether both name the same effects.
   public static func == (lhs: Self, rhs: Self) -> Bool {
     lhs.rawValue == rhs.rawValue
   }
 
+  /// Hashes the identity of the effects.
   public func hash(into hasher: inout Hasher) {
     hasher.combine(self.rawValue)
   }

@@ -143,10 +143,12 @@ import UnidirectionalTesting
     #expect(store.outsideWorkWaits == 0)
   }
 
-  /// Cancels while the computation runs (when its first progress arrives): nothing more
-  /// arrives and its task has ended. With the cancellation not reaching the effect, 48 more
-  /// progress actions and the 5,000th prime arrive and fail the test. (The old version cancelled
-  /// after `send` returned, when the computation had already finished inside it.)
+  /// Cancels while the computation runs (when its first progress arrives): nothing more arrives and
+  /// its task has ended.
+  ///
+  /// With the cancellation not reaching the effect, 48 more progress actions and the 5,000th prime
+  /// arrive and fail the test. (The old version cancelled after `send` returned, when the
+  /// computation had already finished inside it.)
   @Test func cancellingMidComputationStopsIt() async {
     let store = TestStore(initialState: NthPrime.State(n: 5_000)) {
       NthPrime()

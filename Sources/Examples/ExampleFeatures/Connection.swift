@@ -8,26 +8,36 @@ public import Unidirectional
 /// connection). Anything else gets one `error: ...` reply and the connection stays up. No
 /// command for `idleTimeout` on the clock closes the connection.
 public struct Connection: Reducer {
+  /// What one connection remembers.
   public struct State: Equatable, Sendable {
+    /// The counter `inc`, `dec` and `get` work on.
     public var count = 0
+    /// Timer ticks since the connection opened.
     public var ticks = 0
+    /// Whether `start-timer` is in force.
     public var isTimerRunning = false
+    /// Whether the connection is closing: later lines are ignored.
     public var isClosed = false
 
+    /// A new connection's state.
     public init() {}
   }
 
+  /// What can happen to a connection.
   public enum Action: Equatable, Sendable {
     /// A line the client sent (without its newline).
     case received(String)
     /// A line longer than ``Connection/maximumLineLength`` (the server dropped it).
     case lineTooLong
+    /// The timer ticked.
     case timerTick
+    /// Nothing arrived for ``Connection/idleTimeout``.
     case idleTimedOut
     /// The client went away: everything it started is cancelled.
     case disconnected
   }
 
+  /// The connection's cancellable effects: the timer, the idle timeout and `sleep` replies.
   public enum CancelID: Hashable, Sendable { case timer, idle, sleep }
   /// Every reply goes through this queue, so replies leave in command order.
   public enum QueueID: Hashable, Sendable { case replies }
@@ -39,9 +49,18 @@ public struct Connection: Reducer {
   public let reply: @Sendable (String) async -> Void
   /// Closes the connection (after the replies queued before it).
   public let close: @Sendable () async -> Void
+  /// How long the connection may stay silent before it is closed.
   public let idleTimeout: Duration
+  /// The clock of the timer, `sleep` and the idle timeout.
   public let clock: any Clock<Duration>
 
+  /// Creates the feature for one connection.
+  ///
+  /// - Parameters:
+  ///   - idleTimeout: How long the connection may stay silent before it is closed.
+  ///   - clock: The clock of the timer, `sleep` and the idle timeout.
+  ///   - reply: Writes one reply line to the client.
+  ///   - close: Closes the connection.
   public init(
     idleTimeout: Duration = .seconds(30),
     clock: any Clock<Duration> = ContinuousClock(),
@@ -54,6 +73,7 @@ public struct Connection: Reducer {
     self.close = close
   }
 
+  /// Answers one command or event.
   public func reduce(into state: inout State, action: Action) -> Effect<Action> {
     switch action {
     case .received(let line):

@@ -3,17 +3,24 @@ public import Unidirectional
 /// The seeds' counter case study: a delayed re-increment, a speeding timer, a number fact and
 /// the nth prime of the count.
 public struct Counter: Reducer {
+  /// The counter and what its effects reported.
   public struct State: Equatable, Sendable {
+    /// The count.
     public var count = 0
+    /// Whether the speeding timer runs.
     public var isTimerRunning = false
+    /// The nth-prime computation's progress, while it runs.
     public var progress: Double?
+    /// The last fact or prime found.
     public var fact: String?
 
+    /// A counter at `count`.
     public init(count: Int = 0) {
       self.count = count
     }
   }
 
+  /// The commands and what effects feed back.
   public enum Action: Equatable, Sendable {
     case incrementTapped, decrementTapped, decrementDelayResponse
     case startTimerTapped, stopTimerTapped, timerTick
@@ -21,13 +28,16 @@ public struct Counter: Reducer {
     case nthPrimeTapped, nthPrimeProgress(Double), nthPrimeResponse(Int)
   }
 
+  /// The counter's cancellable effects.
   public enum CancelID: Hashable, Sendable { case delay, timer, prime }
 
   @Dependency(\.continuousClock) var clock
   @Dependency(\.numberFact) var numberFact
 
+  /// Creates the feature; its clock and fact client are dependencies.
   public init() {}
 
+  /// Runs one command or effect result.
   public func reduce(into state: inout State, action: Action) -> Effect<Action> {
     switch action {
     case .decrementTapped:
@@ -104,7 +114,7 @@ public struct Counter: Reducer {
   }
 }
 
-/// `1st`, `2nd`, `3rd`, `4th`, `11th`, `21st`, …
+/// The ordinal of a number: `1st`, `2nd`, `3rd`, `4th`, `11th`, `21st`, and so on.
 public func ordinal(_ number: Int) -> String {
   let suffix: String
   switch (number % 10, number % 100) {

@@ -1,16 +1,22 @@
 public import Unidirectional
 
-/// Gives a fact about a number. The live one computes it offline; tests substitute their own.
+/// Gives a fact about a number.
+///
+/// The live one computes it offline; tests substitute their own.
 public struct NumberFactClient: Sendable {
+  /// Returns a fact about the number.
   public var fetch: @Sendable (Int) async throws -> String
 
+  /// Creates a client from its endpoint.
   public init(fetch: @escaping @Sendable (Int) async throws -> String) {
     self.fetch = fetch
   }
 }
 
 extension NumberFactClient: DependencyKey {
-  /// Computed facts: parity, primality, perfect squares and digit sums. No network needed.
+  /// Computed facts: parity, primality, perfect squares and digit sums.
+  ///
+  /// No network needed.
   public static let liveValue = NumberFactClient { number in
     var facts: [String] = []
     facts.append(number.isMultiple(of: 2) ? "even" : "odd")

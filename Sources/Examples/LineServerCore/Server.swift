@@ -11,12 +11,11 @@ import Musl
 
 /// The line server: one ``Store`` of ``Connection`` per client, on 127.0.0.1 only.
 ///
-/// Each connection has a reader thread (blocking reads stay off the cooperative pool) that
-/// frames lines (refusing lines over 64 KiB without buffering them) and hands them, with
-/// back-pressure, to one task that sends them to the connection's store in order. Replies are
-/// written by the store's effects, queued so they leave in command order. A client that does
-/// not read its replies (its socket buffer is full) is disconnected rather than allowed to
-/// block a thread of the pool.
+/// Each connection has a reader thread (blocking reads stay off the cooperative pool) that frames
+/// lines (refusing lines over 64 KiB without buffering them) and hands them, with back-pressure, to
+/// one task that sends them to the connection's store in order. Replies are written by the store's
+/// effects, queued so they leave in command order. A client that does not read its replies (its
+/// socket buffer is full) is disconnected rather than allowed to block a thread of the pool.
 public final class LineServer: Sendable {
   /// The port the server listens on.
   public let port: UInt16
@@ -49,7 +48,9 @@ public final class LineServer: Sendable {
   public var openCount: Int { self.connections.count }
 
   /// Stops accepting, shuts every connection's store down with `gracePeriod`, and closes the
-  /// connections. Returns how many were open.
+  /// connections.
+  ///
+  /// Returns how many were open.
   public func shutdown(gracePeriod: Duration) async -> Int {
     self.listener.shutdown()
     let closed = await self.connections.shutdown(gracePeriod: gracePeriod)

@@ -87,8 +87,10 @@ final class Socket: Sendable {
     }
   }
 
-  /// Writes all of `text`; `false` if the peer is gone. Without `blocking`, also `false` when
-  /// the socket cannot take it now (a peer that does not read its replies).
+  /// Writes all of `text`; `false` if the peer is gone.
+  ///
+  /// Without `blocking`, also `false` when the socket cannot take it now (a peer that does not read
+  /// its replies).
   @discardableResult
   func write(_ text: String, blocking: Bool = true) -> Bool {
     let flags = Int32(MSG_NOSIGNAL) | (blocking ? 0 : Int32(MSG_DONTWAIT))
@@ -143,8 +145,8 @@ struct SocketError: Error, CustomStringConvertible {
   }
 }
 
-/// Splits a byte stream into lines, refusing lines longer than `maximum` bytes without
-/// buffering them.
+/// Splits a byte stream into lines, refusing lines longer than `maximum` bytes without buffering
+/// them.
 struct LineFramer {
   enum Item: Equatable {
     case line(String)

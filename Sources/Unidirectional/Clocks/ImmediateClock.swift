@@ -93,7 +93,12 @@ public struct UnimplementedClock: Clock, Sendable {
 
   /// Creates a clock that fails when used.
   ///
-  /// - Parameter name: How the report names the clock.
+  /// - Parameters:
+  ///   - name: How the report names the clock.
+  ///   - fileID: The file ID of the location issues are reported at (the caller's).
+  ///   - filePath: The file path of that source location.
+  ///   - line: The line of that source location.
+  ///   - column: The column of that source location.
   public init(
     name: String = "Clock",
     fileID: StaticString = #fileID,

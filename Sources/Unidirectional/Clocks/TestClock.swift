@@ -164,9 +164,14 @@ public final class TestClock: Clock, Sendable {
 
   /// Advances to each next deadline until no task is sleeping.
   ///
-  /// - Parameter maximumSteps: How many deadlines to advance through before giving up; a timer
-  ///   that never stops would otherwise make this loop forever. Reaching the bound reports an
-  ///   issue.
+  /// - Parameters:
+  ///   - maximumSteps: How many deadlines to advance through before giving up; a timer
+  ///     that never stops would otherwise make this loop forever. Reaching the bound reports an
+  ///     issue.
+  ///   - fileID: The file ID of the location issues are reported at (the caller's).
+  ///   - filePath: The file path of that source location.
+  ///   - line: The line of that source location.
+  ///   - column: The column of that source location.
   public func run(
     maximumSteps: Int = 10_000,
     fileID: StaticString = #fileID,
@@ -293,6 +298,7 @@ public struct SuspensionError: Error, CustomStringConvertible {
   /// How many tasks were sleeping.
   public var sleeperCount: Int
 
+  /// How many tasks were still sleeping.
   public var description: String {
     "\(self.sleeperCount == 1 ? "1 task is" : "\(self.sleeperCount) tasks are") still sleeping on the test clock"
   }

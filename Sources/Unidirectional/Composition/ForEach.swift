@@ -92,6 +92,7 @@ where Element.State: Identifiable, Element.State.ID: Sendable {
   let embed: @Sendable (Parent.Action, ElementID, Element.Action) -> Parent.Action
   let location: SourceLocation
 
+  /// Runs the element reducer for element actions, then the parent reducer.
   public func reduce(into state: inout Parent.State, action: Parent.Action) -> Effect<Parent.Action>
   {
     let path = KeyPathID(self.state)

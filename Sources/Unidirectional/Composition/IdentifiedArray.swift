@@ -30,17 +30,29 @@ where Element.ID == ID {
 
   /// The elements, in order.
   public var elements: [Element] {
-    self.ids.map { self.storage[$0]! }
+    self.ids.map { self.element(withKnownID: $0) }
   }
 
   // MARK: Collection
 
+  /// The position of the first element (`0`).
   public var startIndex: Int { 0 }
+  /// The position one past the last element (the count).
   public var endIndex: Int { self.ids.count }
 
+  /// The element at `position`, in insertion order.
   public subscript(position: Int) -> Element {
-    // NB: every id in `ids` has an element in `storage` (the invariant all mutations keep).
-    self.storage[self.ids[position]]!
+    self.element(withKnownID: self.ids[position])
+  }
+
+  /// The element stored under an id taken from `ids`.
+  ///
+  /// NB: every id in `ids` has an element in `storage`: each mutation below keeps both in step.
+  private func element(withKnownID id: ID) -> Element {
+    guard let element = self.storage[id] else {
+      preconditionFailure("IdentifiedArray: id \(id) is listed but has no element")
+    }
+    return element
   }
 
   // MARK: By id
@@ -77,8 +89,8 @@ where Element.ID == ID {
   /// - Returns: Whether it was inserted, and its position.
   @discardableResult
   public mutating func append(_ element: Element) -> (inserted: Bool, index: Int) {
-    if self.storage[element.id] != nil {
-      return (false, self.index(id: element.id)!)
+    if self.storage[element.id] != nil, let existing = self.index(id: element.id) {
+      return (false, existing)
     }
     self.storage[element.id] = element
     self.ids.append(element.id)
@@ -93,8 +105,8 @@ where Element.ID == ID {
   /// Inserts `element` at `index` unless its id is present.
   @discardableResult
   public mutating func insert(_ element: Element, at index: Int) -> (inserted: Bool, index: Int) {
-    if self.storage[element.id] != nil {
-      return (false, self.index(id: element.id)!)
+    if self.storage[element.id] != nil, let existing = self.index(id: element.id) {
+      return (false, existing)
     }
     self.storage[element.id] = element
     self.ids.insert(element.id, at: index)
@@ -123,7 +135,9 @@ where Element.ID == ID {
   @discardableResult
   public mutating func remove(at index: Int) -> Element {
     let id = self.ids.remove(at: index)
-    return self.storage.removeValue(forKey: id)!
+    let element = self.element(withKnownID: id)
+    self.storage[id] = nil
+    return element
   }
 
   /// Removes the elements at the given positions.
@@ -133,7 +147,7 @@ where Element.ID == ID {
 
   /// Removes the elements matching `shouldBeRemoved`.
   public mutating func removeAll(where shouldBeRemoved: (Element) throws -> Bool) rethrows {
-    for id in self.ids where try shouldBeRemoved(self.storage[id]!) {
+    for id in self.ids where try shouldBeRemoved(self.element(withKnownID: id)) {
       self.remove(id: id)
     }
   }
@@ -160,14 +174,19 @@ where Element.ID == ID {
 
   /// Sorts the elements in place.
   public mutating func sort(by areInIncreasingOrder: (Element, Element) throws -> Bool) rethrows {
-    try self.ids.sort { try areInIncreasingOrder(self.storage[$0]!, self.storage[$1]!) }
+    let storage = self.storage
+    try self.ids.sort { lhs, rhs in
+      guard let lhs = storage[lhs], let rhs = storage[rhs] else { return false }
+      return try areInIncreasingOrder(lhs, rhs)
+    }
   }
 
   /// Updates each element in place (ids must not change; an element whose id changes is kept
   /// under its old id).
   public mutating func updateEach(_ update: (inout Element) throws -> Void) rethrows {
     for id in self.ids {
-      try update(&self.storage[id]!)
+      guard let position = self.storage.index(forKey: id) else { continue }
+      try update(&self.storage.values[position])
     }
   }
 }
@@ -183,18 +202,21 @@ extension IdentifiedArray where Element: Comparable {
 }
 
 extension IdentifiedArray: ExpressibleByArrayLiteral {
+  /// Creates a collection from a literal; a later element with a duplicate id is dropped.
   public init(arrayLiteral elements: Element...) {
     self.init(uniqueElements: elements)
   }
 }
 
 extension IdentifiedArray: Equatable where Element: Equatable {
+  /// Whether both hold equal elements in the same order.
   public static func == (lhs: Self, rhs: Self) -> Bool {
     lhs.ids == rhs.ids && lhs.storage == rhs.storage
   }
 }
 
 extension IdentifiedArray: Hashable where Element: Hashable {
+  /// Hashes the elements in order.
   public func hash(into hasher: inout Hasher) {
     hasher.combine(self.count)
     for element in self { hasher.combine(element) }
@@ -229,12 +251,14 @@ extension IdentifiedArray: Decodable where Element: Decodable {
 }
 
 extension IdentifiedArray: CustomReflectable {
+  /// A collection mirror of the elements, so dumps and diffs show them like an array.
   public var customMirror: Mirror {
     Mirror(self, unlabeledChildren: self.elements, displayStyle: .collection)
   }
 }
 
 extension IdentifiedArray: CustomStringConvertible {
+  /// The elements, printed like an array.
   public var description: String {
     self.elements.description
   }

@@ -17,6 +17,7 @@ extension Reducer {
   /// (standard output by default) in the order the actions were reduced.
   ///
   /// - Parameter printer: Receives each printed entry.
+  /// - Returns: This reducer, printing what each action changed.
   public func _printChanges(
     to printer: @escaping @Sendable (String) -> Void = { print($0) }
   ) -> PrintChangesReducer<Self> where State: Sendable {
@@ -36,6 +37,7 @@ public struct PrintChangesReducer<Base: Reducer>: Reducer where Base.State: Send
   let base: Base
   let printer: ChangePrinter
 
+  /// Runs the base reducer and prints the action and the state change it made.
   public func reduce(into state: inout Base.State, action: Base.Action) -> Effect<Base.Action> {
     let before = state
     let effect = self.base.reduce(into: &state, action: action)

@@ -89,6 +89,7 @@ extension Effect {
   /// directly over sending actions to share it.
   ///
   /// - Parameter action: The action to feed back.
+  /// - Returns: An effect that sends `action` at once.
   @inlinable public static func send(_ action: Action) -> Self {
     Self(operation: .send(action))
   }
@@ -115,6 +116,10 @@ extension Effect {
   ///   - operation: The work. `send` feeds actions back; each `await send(action)` returns once
   ///     the store has reduced the action.
   ///   - handler: Turns an error thrown by `operation` into actions.
+  ///   - fileID: The file ID of the location issues are reported at (the caller's).
+  ///   - filePath: The file path of that source location.
+  ///   - line: The line of that source location.
+  ///   - column: The column of that source location.
   /// - Returns: An effect that runs `operation` when the store starts it.
   public static func run(
     priority: TaskPriority? = nil,
@@ -163,6 +168,10 @@ extension Effect {
   /// - Parameters:
   ///   - sequence: The actions to send, in order.
   ///   - priority: The priority of the task iterating the sequence.
+  ///   - fileID: The file ID of the location issues are reported at (the caller's).
+  ///   - filePath: The file path of that source location.
+  ///   - line: The line of that source location.
+  ///   - column: The column of that source location.
   /// - Returns: An effect that iterates `sequence` when the store starts it.
   public static func run<S: AsyncSequence & Sendable>(
     _ sequence: S,
@@ -203,6 +212,10 @@ extension Effect {
   ///
   /// - Parameters:
   ///   - priority: The priority of the task running `work`.
+  ///   - fileID: The file ID of the location issues are reported at (the caller's).
+  ///   - filePath: The file path of that source location.
+  ///   - line: The line of that source location.
+  ///   - column: The column of that source location.
   ///   - work: The work. Errors other than `CancellationError` are reported as issues.
   /// - Returns: An effect that runs `work` when the store starts it.
   public static func fireAndForget(

@@ -156,6 +156,7 @@ public struct UnimplementedError: Error, CustomStringConvertible {
   /// The name of what was called.
   public var name: String
 
+  /// A one-line description of the call.
   public var description: String {
     "'\(self.name)' is unimplemented"
   }

@@ -1,8 +1,10 @@
-/// Watches what a store does: the actions it reduces, its state changes, its effects, the
-/// issues it reports and its shutdown. For logs, metrics and traces.
+/// Watches what a store does: the actions it reduces, its state changes, its effects, the issues it
+/// reports and its shutdown.
 ///
-/// Implement the methods you need; the others do nothing. Pass the observer when creating the
-/// root store; scoped stores report through their root's observer.
+/// For logs, metrics and traces.
+///
+/// Implement the methods you need; the others do nothing. Pass the observer when creating the root
+/// store; scoped stores report through their root's observer.
 ///
 /// ```swift
 /// struct ActionLog<State: Sendable, Action: Sendable>: StoreObserver {
@@ -17,8 +19,8 @@
 /// let store = Store(initialState: Feature.State(), observer: ActionLog()) { Feature() }
 /// ```
 ///
-/// A bridge to swift-log or swift-metrics is a few lines in your own module (the library does
-/// not depend on them):
+/// A bridge to swift-log or swift-metrics is a few lines in your own module (the library does not
+/// depend on them):
 ///
 /// ```swift
 /// struct Metrics<State: Sendable, Action: Sendable>: StoreObserver {
@@ -32,10 +34,10 @@
 /// ```
 ///
 /// **When it is called.** Store events (`actionReduced`, `stateChanged`, `storeShutDown`)
-/// are called on the store's executor, in order, right after they happen: keep them short
-/// (hand heavy work to a task or a queue). Effect events are called on the effect's task, and
-/// `issueReported` where the issue was reported. No observer costs nothing: a store made
-/// without one never checks for one on its hot paths beyond a single branch.
+/// are called on the store's executor, in order, right after they happen: keep them short (hand
+/// heavy work to a task or a queue). Effect events are called on the effect's task, and
+/// `issueReported` where the issue was reported. No observer costs nothing: a store made without
+/// one never checks for one on its hot paths beyond a single branch.
 public protocol StoreObserver<State, Action>: Sendable {
   /// The observed store's state.
   associatedtype State: Sendable
@@ -45,8 +47,8 @@ public protocol StoreObserver<State, Action>: Sendable {
   /// The store reduced `action`.
   func actionReduced(_ action: Action, origin: ActionOrigin)
 
-  /// Reducing an action changed the state. With an `Equatable` state, called only when the
-  /// state differs; otherwise after every reduce.
+  /// Reducing an action changed the state. With an `Equatable` state, called only when the state
+  /// differs; otherwise after every reduce.
   func stateChanged(from oldState: State, to newState: State)
 
   /// A `.run` effect started.
@@ -63,11 +65,17 @@ public protocol StoreObserver<State, Action>: Sendable {
 }
 
 extension StoreObserver {
+  /// Does nothing by default.
   public func actionReduced(_ action: Action, origin: ActionOrigin) {}
+  /// Does nothing by default.
   public func stateChanged(from oldState: State, to newState: State) {}
+  /// Does nothing by default.
   public func effectStarted(_ effect: EffectReference) {}
+  /// Does nothing by default.
   public func effectEnded(_ effect: EffectReference, outcome: EffectOutcome) {}
+  /// Does nothing by default.
   public func issueReported(_ issue: ReportedIssue) {}
+  /// Does nothing by default.
   public func storeShutDown() {}
 }
 
@@ -80,6 +88,7 @@ public enum ActionOrigin: Sendable, Hashable, CustomStringConvertible {
   /// Returned as `.send` by the reducer and reduced before the sending `send` returned.
   case immediate
 
+  /// A short description, for logs.
   public var description: String {
     switch self {
     case .send: "send"
@@ -89,8 +98,8 @@ public enum ActionOrigin: Sendable, Hashable, CustomStringConvertible {
   }
 }
 
-/// Identifies one running `.run` effect of a store, from its start to its end (an identity
-/// may be reused after the effect has ended).
+/// Identifies one running `.run` effect of a store, from its start to its end (an identity may be
+/// reused after the effect has ended).
 public struct EffectReference: Sendable, Hashable, CustomStringConvertible {
   private let raw: ObjectIdentifier
 
@@ -98,6 +107,7 @@ public struct EffectReference: Sendable, Hashable, CustomStringConvertible {
     self.raw = ObjectIdentifier(unit)
   }
 
+  /// A short description, for logs.
   public var description: String {
     "effect#\(String(UInt(bitPattern: self.raw.hashValue), radix: 16))"
   }
@@ -112,6 +122,7 @@ public enum EffectOutcome: Sendable, CustomStringConvertible {
   /// Its body threw this error (other than `CancellationError`), with or without a `catch`.
   case failed(any Error)
 
+  /// A short description, for logs.
   public var description: String {
     switch self {
     case .finished: "finished"

@@ -1,9 +1,9 @@
 /// A cancellation identifier: its type, its value, and the child feature it was made in.
 ///
-/// Keyed by type and value, so `1` and `"1"` never collide (nor `1 as Int` and `1 as UInt8`,
-/// which `AnyHashable` alone would merge). An identifier made while an `ifLet` or `forEach`
-/// child reducer runs carries that child's ``CancelScope``, so equal identifiers in two rows
-/// name different effects, as in the Composable Architecture.
+/// Keyed by type and value, so `1` and `"1"` never collide (nor `1 as Int` and `1 as UInt8`, which
+/// `AnyHashable` alone would merge). An identifier made while an `ifLet` or `forEach` child reducer
+/// runs carries that child's ``CancelScope``, so equal identifiers in two rows name different
+/// effects, as in the Composable Architecture.
 @usableFromInline struct CancelKey: Hashable, Sendable, CustomStringConvertible {
   // Safety: `AnyHashable` is not `Sendable`; `value` is only ever built from a
   // `Hashable & Sendable` identifier (see `init`), so sharing it is sound.
@@ -18,8 +18,8 @@
 
   /// The identity of a child state (its `Identifiable` id), as a key of its own.
   ///
-  /// Safety: the identity is only hashed, compared and described, never handed out, so sharing
-  /// its box is sound even when the id's type is not declared `Sendable`.
+  /// Safety: the identity is only hashed, compared and described, never handed out, so sharing its
+  /// box is sound even when the id's type is not declared `Sendable`.
   init(identity: AnyHashable) {
     self.value = identity
     self.type = ObjectIdentifier(AnyHashable.self)
@@ -50,7 +50,9 @@
 }
 
 /// Where a child feature's cancellation identifiers live: the `ifLet`/`forEach` element whose
-/// reducer is running. The element's own key carries the scope it was made in, so scopes nest.
+/// reducer is running.
+///
+/// The element's own key carries the scope it was made in, so scopes nest.
 final class CancelScope: Hashable, Sendable {
   /// The element: its collection's key path and its identity, in the parent's scope.
   let element: CancelKey

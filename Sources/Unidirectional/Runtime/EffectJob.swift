@@ -8,19 +8,21 @@ import Synchronization
   /// Runs the work; every unit starts and finishes through the supervisor. A job that runs as a
   /// direct child of the root group tells the supervisor when it ends (`direct`).
   ///
-  /// NB: the bookkeeping of direct children happens here, not in the child task's closure:
-  /// every frame of a suspended effect costs memory, and this one is there anyway.
+  /// NB: the bookkeeping of direct children happens here, not in the child task's closure: every
+  /// frame of a suspended effect costs memory, and this one is there anyway.
   func run(on supervisor: EffectSupervisor, direct: Bool) async
 
   /// Finishes every unit without running it (the store shut down first).
   func abandon(on supervisor: EffectSupervisor)
 }
 
-/// One `.run` effect: its body, and its unit (one allocation for both). A job of its own in the
-/// common case; a step of a ``PlanJob`` otherwise. Its ``Send`` holds it, to deliver through it.
+/// One `.run` effect: its body, and its unit (one allocation for both).
 ///
-/// The body is let go of as the effect starts: a `Send` kept past its effect (in a box the
-/// body captured, say) must not keep that body, and so itself, alive.
+/// A job of its own in the common case; a step of a ``PlanJob`` otherwise. Its ``Send`` holds it,
+/// to deliver through it.
+///
+/// The body is let go of as the effect starts: a `Send` kept past its effect (in a box the body
+/// captured, say) must not keep that body, and so itself, alive.
 @usableFromInline final class RunJob<Action: Sendable>: EffectJob, EffectUnit {
   private let flags = Atomic<UInt8>(0)
   private let owner: (any EffectUnit)?
@@ -148,8 +150,8 @@ enum EffectPlan<Action: Sendable>: Sendable {
     }
   }
 
-  /// Waits for the turn, runs, and lets the next place run (even when cancelled: a cancelled
-  /// plan's units skip at once, and the queue moves on).
+  /// Waits for the turn, runs, and lets the next place run (even when cancelled: a cancelled plan's
+  /// units skip at once, and the queue moves on).
   private static func queued(
     _ ticket: QueueTicket,
     _ plan: EffectPlan,

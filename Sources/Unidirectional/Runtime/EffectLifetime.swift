@@ -1,5 +1,7 @@
-/// The identity of a lifetime: its first unit's. The state machine keeps that unit alive while
-/// it has a record of the lifetime, so the identity is never reused while it is in use.
+/// The identity of a lifetime: its first unit's.
+///
+/// The state machine keeps that unit alive while it has a record of the lifetime, so the identity
+/// is never reused while it is in use.
 struct LifetimeID: Hashable, Sendable {
   private let raw: ObjectIdentifier
 

@@ -1,5 +1,5 @@
-/// One registration step a reducer's effect asks for, applied in order under the supervisor's
-/// lock (``EffectSupervisor/apply(_:jobs:)``).
+/// One registration step a reducer's effect asks for, applied in order under the supervisor's lock
+/// (``EffectSupervisor/apply(_:jobs:)``).
 @usableFromInline enum PlanStep: Sendable {
   /// A unit of work, registered under its cancellation identifiers before anything runs.
   case register(any EffectUnit, [CancelKey])
@@ -10,21 +10,23 @@
 /// Turns the effect a reducer returned into registration steps, synchronous sends and jobs.
 ///
 /// This is where the registration rule lives: every asynchronous unit gets its token (and its
-/// cancellation identifiers) while the store is still processing the action, so a
-/// `.cancel(id:)` processed later, even in the same `send`, reaches it before it can start.
-/// It runs on the store's executor and touches no lock; the caller applies what it collected.
+/// cancellation identifiers) while the store is still processing the action, so a `.cancel(id:)`
+/// processed later, even in the same `send`, reaches it before it can start. It runs on the store's
+/// executor and touches no lock; the caller applies what it collected.
 @usableFromInline
 struct EffectPlanner<Action: Sendable> {
   /// Registrations and cancellations, in the order the effect named them.
   @usableFromInline var steps: [PlanStep] = []
   /// Jobs for the root task.
   @usableFromInline var jobs: [any EffectJob] = []
-  /// The lifetime new units join (its first unit): the sent action's (its first unit once
-  /// there is one), or the lifetime of the effect that delivered the action being processed.
+  /// The lifetime new units join (its first unit): the sent action's (its first unit once there is
+  /// one), or the lifetime of the effect that delivered the action being processed.
   @usableFromInline var lifetime: (any EffectUnit)?
   /// The unit whose effect delivered the action being processed, while it is processed: its
-  /// lifetime is the one new units join. Unowned: the delivering effect is suspended in the
-  /// delivery, holding the unit, for as long as this is set.
+  /// lifetime is the one new units join.
+  ///
+  /// Unowned: the delivering effect is suspended in the delivery, holding the unit, for as long as
+  /// this is set.
   @usableFromInline unowned(unsafe) var source: (any EffectUnit)?
 
   /// The lifetime new units join, found when the first one does.

@@ -1,11 +1,11 @@
-/// The effect bookkeeping of one root store, as a value: which units of effect work exist,
-/// which cancellation identifiers and lifetimes they belong to, what the root task's mailbox
-/// holds, who waits for what, and whether the store has shut down.
+/// The effect bookkeeping of one root store, as a value: which units of effect work exist, which
+/// cancellation identifiers and lifetimes they belong to, what the root task's mailbox holds, who
+/// waits for what, and whether the store has shut down.
 ///
-/// Every method is a transition: it changes the state and returns what the caller must do once
-/// it has released the lock that guards the machine (resume these waiters, cancel these tasks,
-/// start the root task). The machine itself never resumes, cancels, locks or allocates tasks,
-/// so `EffectStateMachineTests` drive every transition, valid and invalid, without tasks.
+/// Every method is a transition: it changes the state and returns what the caller must do once it
+/// has released the lock that guards the machine (resume these waiters, cancel these tasks, start
+/// the root task). The machine itself never resumes, cancels, locks or allocates tasks, so
+/// `EffectStateMachineTests` drive every transition, valid and invalid, without tasks.
 ///
 /// It is generic over what it stores but never touches: the jobs the root task runs, the
 /// continuations of waiting tasks, and the handles of running tasks.
@@ -115,7 +115,9 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     case abandon([Job])
   }
 
-  /// Hands jobs to the root task. Empties `jobs`, keeping its capacity.
+  /// Hands jobs to the root task.
+  ///
+  /// Empties `jobs`, keeping its capacity.
   mutating func submit(_ jobs: inout [Job]) -> Submission {
     switch self.phase {
     case .shutDown:
@@ -143,8 +145,10 @@ struct EffectStateMachine<Job, Waiter, Slot> {
 
   // MARK: - Running and finishing
 
-  /// Whether the task about to run unit `id` should run it. A unit that was cancelled (and so
-  /// finished) before it started, or whose store shut down, does not run.
+  /// Whether the task about to run unit `id` should run it.
+  ///
+  /// A unit that was cancelled (and so finished) before it started, or whose store shut down, does
+  /// not run.
   mutating func start(_ id: EffectID, in slot: Slot) -> Start {
     guard let index = self.effects.index(forKey: id) else { return .skip(Resumptions()) }
     guard self.phase != .shutDown else {
@@ -168,8 +172,10 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     return .finished(self.remove(id))
   }
 
-  /// Finishes a unit whose job will never run it (the job was abandoned at shutdown, or it
-  /// never reached its turn). A unit that is not pending is left alone.
+  /// Finishes a unit whose job will never run it (the job was abandoned at shutdown, or it never
+  /// reached its turn).
+  ///
+  /// A unit that is not pending is left alone.
   mutating func abandon(_ id: EffectID) -> Resumptions<Waiter> {
     guard let index = self.effects.index(forKey: id),
       case .pending = self.effects.values[index].phase
@@ -188,8 +194,8 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     case waitForCancellers
   }
 
-  /// Parks the finishing task until its cancellers are done; returns the waiter when they
-  /// already are.
+  /// Parks the finishing task until its cancellers are done; returns the waiter when they already
+  /// are.
   mutating func parkFinishing(_ id: EffectID, waiter: Waiter) -> Waiter? {
     guard let index = self.effects.index(forKey: id), self.effects.values[index].pins > 0 else {
       return waiter
@@ -224,14 +230,16 @@ struct EffectStateMachine<Job, Waiter, Slot> {
 
   // MARK: - Cancelling
 
-  /// What the caller of a cancellation must do: cancel the running tasks (then ``unpin(_:)``
-  /// them) and resume the waiters of units that finished without running.
+  /// What the caller of a cancellation must do: cancel the running tasks (then ``unpin(_:)`` them)
+  /// and resume the waiters of units that finished without running.
   struct Cancellation {
     var tasks: [(EffectID, Slot)] = []
     var resumptions = Resumptions<Waiter>()
   }
 
-  /// Cancels every unit registered under any of `keys`. Unknown keys do nothing.
+  /// Cancels every unit registered under any of `keys`.
+  ///
+  /// Unknown keys do nothing.
   mutating func cancel(_ keys: [CancelKey]) -> Cancellation {
     var cancellation = Cancellation()
     for key in keys {
@@ -303,8 +311,8 @@ struct EffectStateMachine<Job, Waiter, Slot> {
 
   // MARK: - Waiting
 
-  /// Waits for every unit of `lifetime` to finish; returns the waiter when there is nothing
-  /// to wait for.
+  /// Waits for every unit of `lifetime` to finish; returns the waiter when there is nothing to wait
+  /// for.
   mutating func wait(for lifetime: any EffectUnit, _ waiter: Waiter) -> Waiter? {
     guard let index = self.lifetimes.index(forKey: LifetimeID(lifetime)) else { return waiter }
     self.lifetimes.values[index].waiters.append(waiter)
@@ -345,7 +353,9 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     var cancellation = Cancellation()
   }
 
-  /// Stops accepting work and cancels every unit. Shutting down twice does nothing more.
+  /// Stops accepting work and cancels every unit.
+  ///
+  /// Shutting down twice does nothing more.
   mutating func shutDown() -> ShutDown {
     guard self.phase != .shutDown else { return ShutDown() }
     self.phase = .shutDown
@@ -360,9 +370,9 @@ struct EffectStateMachine<Job, Waiter, Slot> {
 
   /// Reads and updates the throttle state of `key`.
   ///
-  /// Entries whose interval has passed with nothing held back are the same as no entry; once
-  /// there are more than twice as many entries as after the last sweep (and at least 64), they
-  /// are dropped, so a store throttling ever-new ids keeps only the recent ones.
+  /// Entries whose interval has passed with nothing held back are the same as no entry; once there
+  /// are more than twice as many entries as after the last sweep (and at least 64), they are
+  /// dropped, so a store throttling ever-new ids keeps only the recent ones.
   mutating func withThrottleState<R>(for key: CancelKey, _ body: (inout ThrottleState) -> R) -> R {
     var state = self.throttles[key] ?? ThrottleState(lastRun: (), isHolding: false)
     defer {
@@ -380,9 +390,9 @@ struct EffectStateMachine<Job, Waiter, Slot> {
 
   // MARK: - Debouncing
 
-  /// Re-arms the sleeping debounce timer of `key` with a new deadline and body; `nil` when there
-  /// is none (or it has fired), after which the caller starts a new timer with the returned
-  /// generation via ``armDebounce(_:deadline:body:)``.
+  /// Re-arms the sleeping debounce timer of `key` with a new deadline and body; `nil` when there is
+  /// none (or it has fired), after which the caller starts a new timer with the returned generation
+  /// via ``armDebounce(_:deadline:body:)``.
   mutating func rearmDebounce(_ key: CancelKey, deadline: any Sendable, body: any Sendable) -> Bool
   {
     guard let index = self.debounces.index(forKey: key), !self.debounces.values[index].hasFired
@@ -444,8 +454,8 @@ struct EffectStateMachine<Job, Waiter, Slot> {
 
   // MARK: - Ordered queues
 
-  /// Takes the next place in the queue `key`: its turn comes when every place taken before it
-  /// has been left.
+  /// Takes the next place in the queue `key`: its turn comes when every place taken before it has
+  /// been left.
   mutating func enqueue(on key: CancelKey) -> QueueTicket {
     if let index = self.queues.index(forKey: key) {
       let number = self.queues.values[index].nextTicket
@@ -467,9 +477,10 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     return nil
   }
 
-  /// Leaves the queue: `ticket`'s turn has ended, or it gives up its place before its turn (a
-  /// job abandoned at shutdown). Returns the waiter whose turn it now is. A queue nobody holds a
-  /// place in is forgotten.
+  /// Leaves the queue: `ticket`'s turn has ended, or it gives up its place before its turn (a job
+  /// abandoned at shutdown).
+  ///
+  /// Returns the waiter whose turn it now is. A queue nobody holds a place in is forgotten.
   mutating func leaveQueue(_ ticket: QueueTicket) -> Waiter? {
     guard let index = self.queues.index(forKey: ticket.key) else { return nil }
     self.queues.values[index].released.insert(ticket.number)
@@ -624,15 +635,16 @@ struct SerialQueue<Waiter> {
 }
 extension SerialQueue: Sendable where Waiter: Sendable {}
 
-/// The one timer of a debounce id: its deadline and the body to run then, replaced in place
-/// by every newer debounced effect while the timer sleeps.
+/// The one timer of a debounce id: its deadline and the body to run then, replaced in place by
+/// every newer debounced effect while the timer sleeps.
 struct DebounceSlot: Sendable {
   let generation: UInt64
   /// An instant of the debounce's clock.
   var deadline: any Sendable
   /// The latest debounced body; `nil` once fired.
   var body: (any Sendable)?
-  /// Whether the timer takes no new deadline: it is running its body, or may have been
-  /// cancelled. A newer debounced effect then starts a new timer (cancelling this one).
+  /// Whether the timer takes no new deadline: it is running its body, or may have been cancelled.
+  ///
+  /// A newer debounced effect then starts a new timer (cancelling this one).
   var hasFired = false
 }

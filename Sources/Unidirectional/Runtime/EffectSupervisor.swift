@@ -2,14 +2,14 @@ import Synchronization
 
 /// Runs the effects of one root store: the thin executor around an ``EffectStateMachine``.
 ///
-/// It owns the lock that guards the machine, the *root task* (started with the first
-/// asynchronous effect; it runs a discarding task group, and every effect is a structured child
-/// of it) and performs what the machine's transitions return: resuming waiters, cancelling
-/// tasks, starting or waking the root task. Nothing here is isolated to the store, so effects
-/// finish, and `StoreTask.cancel()` works, without hopping to it.
+/// It owns the lock that guards the machine, the *root task* (started with the first asynchronous
+/// effect; it runs a discarding task group, and every effect is a structured child of it) and
+/// performs what the machine's transitions return: resuming waiters, cancelling tasks, starting or
+/// waking the root task. Nothing here is isolated to the store, so effects finish, and
+/// `StoreTask.cancel()` works, without hopping to it.
 ///
-/// Shutting down cancels the root task, which cancels every effect structurally; the task's
-/// last step runs `rootTaskEnded` (the store uses it to let go of its state).
+/// Shutting down cancels the root task, which cancels every effect structurally; the task's last
+/// step runs `rootTaskEnded` (the store uses it to let go of its state).
 @usableFromInline final class EffectSupervisor: Sendable {
   typealias Machine = EffectStateMachine<any EffectJob, UnsafeContinuation<Void, Never>, TaskSlot>
 
@@ -47,7 +47,9 @@ import Synchronization
   // MARK: - Registering and submitting
 
   /// Registers the units a reducer returned and cancels what it asked to cancel, in order, then
-  /// hands the jobs to the root task. Empties both arrays, keeping their capacity.
+  /// hands the jobs to the root task.
+  ///
+  /// Empties both arrays, keeping their capacity.
   @usableFromInline
   func apply(_ steps: inout [PlanStep], jobs: inout [any EffectJob]) {
     var cancellation = Machine.Cancellation()
@@ -119,9 +121,9 @@ import Synchronization
   /// Runs jobs as children of the root group while few are live; past that, in *shards*: child
   /// tasks of the root that each run a group of at most `shardCapacity` effects.
   ///
-  /// NB: the runtime unlinks a finished child from its group by walking the group's child list,
-  /// so with every effect in one group, ending an effect cost O(live effects) (41% of a
-  /// `cancel(id:)` with 10,000 effects live). Shards keep every group short.
+  /// NB: the runtime unlinks a finished child from its group by walking the group's child list, so
+  /// with every effect in one group, ending an effect cost O(live effects) (41% of a `cancel(id:)`
+  /// with 10,000 effects live). Shards keep every group short.
   private func runRootTask() async {
     await withDiscardingTaskGroup { group in
       var batch: [any EffectJob] = []
@@ -235,8 +237,8 @@ import Synchronization
     self.perform(self.guarded.withLock { $0.machine.cancelAll() })
   }
 
-  /// Cancels the tasks outside the lock (cancellation handlers run synchronously and may take
-  /// it), then releases the pins taken under it.
+  /// Cancels the tasks outside the lock (cancellation handlers run synchronously and may take it),
+  /// then releases the pins taken under it.
   private func perform(_ cancellation: Machine.Cancellation) {
     Self.resume(cancellation.resumptions)
     guard !cancellation.tasks.isEmpty else { return }
@@ -282,8 +284,8 @@ import Synchronization
 
   // MARK: - Shutting down
 
-  /// Stops accepting work, cancels every effect and the root task, and returns the root task so
-  /// the caller can wait for it to end.
+  /// Stops accepting work, cancels every effect and the root task, and returns the root task so the
+  /// caller can wait for it to end.
   @usableFromInline @discardableResult
   func shutDown() -> Task<Void, Never>? {
     let (shutDown, rootTask) = self.guarded.withLock { ($0.machine.shutDown(), $0.rootTask) }
@@ -416,8 +418,8 @@ import Synchronization
   }
 }
 
-/// A group of at most ``EffectSupervisor/shardCapacity`` effects, fed by the root task through
-/// its own ``Mailbox``; it ends once closed and its effects have ended.
+/// A group of at most ``EffectSupervisor/shardCapacity`` effects, fed by the root task through its
+/// own ``Mailbox``; it ends once closed and its effects have ended.
 final class EffectShard: Sendable {
   private let mailbox = LockedBox(Mailbox<any EffectJob, UnsafeContinuation<Void, Never>>())
   private let supervisor: EffectSupervisor

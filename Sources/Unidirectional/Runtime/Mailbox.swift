@@ -1,8 +1,8 @@
 /// Jobs handed to a task that runs them as children of its task group, and that task's parked
 /// continuation when it has nothing to do.
 ///
-/// A pure value: its owner keeps it behind a lock and performs what the methods return (resume
-/// the returned waiter) after releasing it. The root task's mailbox lives in the
+/// A pure value: its owner keeps it behind a lock and performs what the methods return (resume the
+/// returned waiter) after releasing it. The root task's mailbox lives in the
 /// ``EffectStateMachine``; each shard keeps its own in a ``LockedBox``.
 struct Mailbox<Job, Waiter> {
   private var jobs: [Job] = []
@@ -38,8 +38,9 @@ struct Mailbox<Job, Waiter> {
     return self.takeWaiter()
   }
 
-  /// No more jobs will come; the consumer still takes the pending ones. Returns the parked
-  /// consumer to resume.
+  /// No more jobs will come; the consumer still takes the pending ones.
+  ///
+  /// Returns the parked consumer to resume.
   mutating func close() -> Waiter? {
     self.isClosed = true
     return self.takeWaiter()
@@ -60,8 +61,8 @@ struct Mailbox<Job, Waiter> {
     return self.isClosed ? .closed : .empty
   }
 
-  /// Parks the consumer; returns it instead when it should not wait (jobs arrived since it
-  /// looked, or the mailbox closed).
+  /// Parks the consumer; returns it instead when it should not wait (jobs arrived since it looked,
+  /// or the mailbox closed).
   mutating func park(_ waiter: Waiter) -> Waiter? {
     precondition(self.waiter == nil, "Two consumers parked on one mailbox.")
     if !self.jobs.isEmpty || self.isClosed { return waiter }

@@ -24,7 +24,9 @@ struct TaskSlot: @unchecked Sendable {
     self.task == task
   }
 
-  /// Cancels the task. Call only while the effect's record is pinned (see above).
+  /// Cancels the task.
+  ///
+  /// Call only while the effect's record is pinned (see above).
   func cancel() {
     self.task.cancel()
   }

@@ -1,29 +1,31 @@
 import Synchronization
 
-/// The core of a root store: the state, the reducer, the queue of synchronous actions, and the
-/// way into its effects (``EffectSupervisor``, made with the first effect).
+/// The core of a root store: the state, the reducer, the queue of synchronous actions, and the way
+/// into its effects (``EffectSupervisor``, made with the first effect).
 ///
 /// The per-action path (`sendNow`, `receive`, `process`, `reduce`) is `@inlinable`, so it is
 /// specialized for the feature's `State` and `Action` in the module that creates the store.
-/// Unspecialized generic code across the module boundary looked up generic metadata on every
-/// action (measured: most of the cost of a `send`). Actor methods called from outside are not
-/// specialized across modules, so ``Store`` reaches this path through ``sendAction``, a closure
-/// formed in that module by ``make(initialState:reducer:configuration:observer:)``.
+/// Unspecialized generic code across the module boundary looked up generic metadata on every action
+/// (measured: most of the cost of a `send`). Actor methods called from outside are not specialized
+/// across modules, so ``Store`` reaches this path through ``sendAction``, a closure formed in that
+/// module by ``make(initialState:reducer:configuration:observer:)``.
 ///
-/// Its mutable fields skip dynamic exclusivity checks (`@exclusivity(unchecked)`): they are
-/// only touched on the store's executor, one action at a time, and no access overlaps another
-/// (the reducer receives `currentState` inout and cannot reach the core). The checks were ~15%
-/// of a `send`.
+/// Its mutable fields skip dynamic exclusivity checks (`@exclusivity(unchecked)`): they are only
+/// touched on the store's executor, one action at a time, and no access overlaps another (the
+/// reducer receives `currentState` inout and cannot reach the core). The checks were ~15% of a
+/// `send`.
 @usableFromInline
 final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
   @usableFromInline @exclusivity(unchecked) var currentState: State
   @usableFromInline let reducer: (inout State, Action) -> Effect<Action>
-  /// `sendNow(_:location:)`, formed specialized in the feature's module. A constant closure
-  /// that captures nothing (the core is an argument), so calling it costs no reference counting.
+  /// `sendNow(_:location:)`, formed specialized in the feature's module.
+  ///
+  /// A constant closure that captures nothing (the core is an argument), so calling it costs no
+  /// reference counting.
   @usableFromInline let sendAction: (RootCore, Action, SourceLocation) -> StoreTask
   /// `receive(_:from:)`, formed specialized like `sendAction`: ``StoreIsolation`` is a generic
-  /// actor, and its isolated method runs unspecialized when an effect calls it from another
-  /// module (measured: 30% of a delivery in generic-metadata lookups before this).
+  /// actor, and its isolated method runs unspecialized when an effect calls it from another module
+  /// (measured: 30% of a delivery in generic-metadata lookups before this).
   @usableFromInline let receiveAction: (RootCore, Action, any EffectUnit) -> Void
   /// Forms the ``EffectDelivery`` effects send through (specialized, like `sendAction`).
   @usableFromInline let makeDelivery: (StoreIsolation<State, Action>) -> EffectDelivery<Action>
@@ -31,7 +33,9 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
   @usableFromInline let isolation = StoreIsolation<State, Action>()
 
   /// The dependencies the reducer runs under (installed around every reduce) and its effects
-  /// capture. Replaceable between test steps.
+  /// capture.
+  ///
+  /// Replaceable between test steps.
   @usableFromInline @exclusivity(unchecked) var dependencies: DependencyBox {
     didSet { self.dependenciesPointer = Unmanaged.passUnretained(self.dependencies).toOpaque() }
   }
@@ -176,9 +180,9 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
     return StoreTask(lifetime: lifetime, supervisor: self.supervisor)
   }
 
-  /// Reduces an action an effect sent, unless the effect was cancelled (the delivery rule,
-  /// checked here, on the store's executor, when the action arrives) or has already finished
-  /// (misuse: reported and dropped).
+  /// Reduces an action an effect sent, unless the effect was cancelled (the delivery rule, checked
+  /// here, on the store's executor, when the action arrives) or has already finished (misuse:
+  /// reported and dropped).
   @inlinable
   func receive(_ action: Action, from token: any EffectUnit) {
     let flags = token.loadFlags()
@@ -294,8 +298,8 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
     self.supervisor?.applySteps(&self.planner.steps)
   }
 
-  /// Applies everything planned for the action just processed and hands its jobs to the root
-  /// task: one lock for the whole action.
+  /// Applies everything planned for the action just processed and hands its jobs to the root task:
+  /// one lock for the whole action.
   @usableFromInline
   func submitPlanned() {
     guard let supervisor = self.supervisor else { return }
@@ -467,7 +471,9 @@ func reportSendAfterFinish<Action>(_ action: Action, to reporter: IssueReporter)
 }
 
 /// Runs `operation` against a sleep of `duration` on `clock`; `true` when `operation` finished
-/// first. The loser is cancelled.
+/// first.
+///
+/// The loser is cancelled.
 func firstToFinish(
   _ operation: @escaping @Sendable () async -> Void,
   orAfter duration: Duration,

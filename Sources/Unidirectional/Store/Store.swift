@@ -44,8 +44,8 @@ public actor Store<State: Sendable, Action: Sendable> {
   /// }
   /// ```
   ///
-  /// The initial state and the reducer are made under the store's dependencies (those in force
-  /// here plus `prepareDependencies`), so they can read them.
+  /// The initial state and the reducer are made under the store's dependencies (those in force here
+  /// plus `prepareDependencies`), so they can read them.
   ///
   /// - Parameters:
   ///   - initialState: The state to start from.
@@ -140,8 +140,8 @@ public actor Store<State: Sendable, Action: Sendable> {
     )
   }
 
-  /// Creates a root store around its core (made, specialized, by the inlinable initializers in
-  /// the feature's module).
+  /// Creates a root store around its core (made, specialized, by the inlinable initializers in the
+  /// feature's module).
   @usableFromInline
   init(root: RootCore<State, Action>) {
     self.executor = root.isolation.unownedExecutor
@@ -174,10 +174,15 @@ public actor Store<State: Sendable, Action: Sendable> {
   /// Sends an action: reduces it (and the actions it sends synchronously) and starts the effects
   /// the reducer returned.
   ///
-  /// Sending to a store that was shut down reports an issue, leaves the state untouched and
-  /// returns a finished task.
+  /// Sending to a store that was shut down reports an issue, leaves the state untouched and returns
+  /// a finished task.
   ///
-  /// - Parameter action: The action.
+  /// - Parameters:
+  ///   - action: The action.
+  ///   - fileID: The file ID of the location issues are reported at (the caller's).
+  ///   - filePath: The file path of that source location.
+  ///   - line: The line of that source location.
+  ///   - column: The column of that source location.
   /// - Returns: The lifetime of the effects this action started.
   @inlinable
   @discardableResult
@@ -198,8 +203,8 @@ public actor Store<State: Sendable, Action: Sendable> {
   /// Sends an action if the store accepts it: `nil`, quietly, once the store is shutting down or
   /// shut down.
   ///
-  /// For code that expects rejections, such as a server still receiving requests while it
-  /// shuts down; ``send(_:fileID:filePath:line:column:)`` reports them as issues.
+  /// For code that expects rejections, such as a server still receiving requests while it shuts
+  /// down; ``send(_:fileID:filePath:line:column:)`` reports them as issues.
   ///
   /// ```swift
   /// guard let task = await store.trySend(.request(line)) else {
@@ -207,7 +212,12 @@ public actor Store<State: Sendable, Action: Sendable> {
   /// }
   /// ```
   ///
-  /// - Parameter action: The action.
+  /// - Parameters:
+  ///   - action: The action.
+  ///   - fileID: The file ID of the location issues are reported at (the caller's).
+  ///   - filePath: The file path of that source location.
+  ///   - line: The line of that source location.
+  ///   - column: The column of that source location.
   /// - Returns: The lifetime of the effects the action started, or `nil` if it was rejected.
   @discardableResult
   public func trySend(
@@ -233,11 +243,11 @@ public actor Store<State: Sendable, Action: Sendable> {
   /// Shuts down gracefully: rejects new actions, lets running effects finish for up to
   /// `gracePeriod`, then cancels the rest.
   ///
-  /// The grace period is measured on `clock`, by default the store's `continuousClock`
-  /// dependency (so a ``TestClock`` makes it exact in tests). Actions the finishing effects send
-  /// are still reduced. An effect that ignores cancellation for another `gracePeriod` (at least
-  /// one second, so a zero grace period still waits for cancelled effects to end) is reported
-  /// as an issue, and `shutdown` returns instead of hanging on it.
+  /// The grace period is measured on `clock`, by default the store's `continuousClock` dependency
+  /// (so a ``TestClock`` makes it exact in tests). Actions the finishing effects send are still
+  /// reduced. An effect that ignores cancellation for another `gracePeriod` (at least one second,
+  /// so a zero grace period still waits for cancelled effects to end) is reported as an issue, and
+  /// `shutdown` returns instead of hanging on it.
   ///
   /// ```swift
   /// await store.shutdown(gracePeriod: .seconds(5))   // e.g. on SIGTERM
@@ -276,6 +286,7 @@ public actor Store<State: Sendable, Action: Sendable> {
   }
 
   /// The number of cancellation identifiers with registered effects.
+  ///
   /// Ids with a debounce timer, and ids with throttle state (tests of bounded memory).
   package nonisolated var timingStateCounts: (debounces: Int, throttles: Int) {
     self.core.supervisor?.timingStateCounts ?? (0, 0)

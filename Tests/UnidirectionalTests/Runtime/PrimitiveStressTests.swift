@@ -19,9 +19,11 @@ import Testing
     #expect(box.withLock { $0 } == tasks * increments)
   }
 
-  /// `TaskSlot`: cancellers race effects that are returning. A canceller that read a task's
-  /// handle keeps that task alive until it has cancelled it; the effect waits, then finishes.
-  /// Under ThreadSanitizer and AddressSanitizer a broken pin shows as a use after free.
+  /// `TaskSlot`: cancellers race effects that are returning.
+  ///
+  /// A canceller that read a task's handle keeps that task alive until it has cancelled it; the
+  /// effect waits, then finishes. Under ThreadSanitizer and AddressSanitizer a broken pin shows as
+  /// a use after free.
   @Test func cancellersRacingEffectsThatEndNeverTouchAnEndedTask() async {
     enum Action: Sendable {
       case start(Int)
