@@ -83,14 +83,13 @@ final class StandaloneEffectRun<Action: Sendable>: Sendable {
       continuation.finish()
       return
     }
-    // NB: the one unstructured task of the library besides a store's root task. An iterator
-    // has no enclosing scope to run the work in; it owns this task and cancels it when
-    // iteration ends or is dropped. The jobs run as children of its group.
+    // NB: an iterator has no enclosing scope to run the work in; it owns this task and cancels
+    // it when iteration ends or is dropped. The jobs run as children of its group.
     let task = Task {
       await EffectSupervisor.$current.withValue(supervisor) {
         await withDiscardingTaskGroup { group in
           for job in jobs {
-            group.addTask(priority: job.priority) { await job.run(on: supervisor, direct: false) }
+            group.addTask(priority: job.priority) { await job.run(on: supervisor) }
           }
         }
       }

@@ -61,10 +61,18 @@ public struct ReportedIssue: Sendable, CustomStringConvertible {
 /// ```
 public struct IssueReporter: Sendable {
   private let report: @Sendable (ReportedIssue) -> Void
+  /// Whether this is ``default`` (a store whose reporter is the default binds none in its effects).
+  let isDefault: Bool
 
   /// Creates a reporter from a closure that receives every issue.
   public init(_ report: @escaping @Sendable (ReportedIssue) -> Void) {
     self.report = report
+    self.isDefault = false
+  }
+
+  private init(isDefault: Bool, report: @escaping @Sendable (ReportedIssue) -> Void) {
+    self.report = report
+    self.isDefault = isDefault
   }
 
   /// Records the issue with this reporter.
@@ -73,10 +81,13 @@ public struct IssueReporter: Sendable {
   }
 
   /// Fails the running test when there is one, otherwise prints to standard error.
-  public static let `default` = IssueReporter { issue in
-    if TestFrameworkLink.record(issue) { return }
-    IssueReporter.standardError(issue)
-  }
+  public static let `default` = IssueReporter(
+    isDefault: true,
+    report: { issue in
+      if TestFrameworkLink.record(issue) { return }
+      IssueReporter.standardError(issue)
+    }
+  )
 
   /// Prints each issue as one line to standard error.
   public static let standardError = IssueReporter { issue in

@@ -1,16 +1,22 @@
 import Synchronization
 
-/// Work the root task runs as one child: one `.run` unit, or a plan of several.
+/// The work of one effect task: one `.run` unit, or a plan of several.
 @usableFromInline protocol EffectJob: AnyObject, Sendable {
-  /// The priority of the child task.
+  /// The priority of the task.
   var priority: TaskPriority? { get }
 
-  /// Runs the work; every unit starts and finishes through the supervisor. A job that runs as a
-  /// direct child of the root group tells the supervisor when it ends (`direct`).
+  /// Runs the work; every unit starts and finishes through the supervisor.
+  func run(on supervisor: EffectSupervisor) async
+
+  /// Starts the task that runs the work as an effect of the supervisor's store.
   ///
-  /// NB: the bookkeeping of direct children happens here, not in the child task's closure: every
-  /// frame of a suspended effect costs memory, and this one is there anyway.
-  func run(on supervisor: EffectSupervisor, direct: Bool) async
+  /// NB: detached, so an effect never inherits the task-locals of whichever task sent the action
+  /// (its dependency overrides, say): it gets the store's, bound by
+  /// ``EffectSupervisor/runTask(_:)``. Not a child of a per-store task group: that group's parent
+  /// task cost ~2 KB for the store's whole life, and adding a child meant waking the parent first
+  /// (DESIGN.md, *Effects are tasks the store owns*). The store owns the task all the same: the
+  /// supervisor counts it, cancels it, and waits for it to end.
+  func startTask(on supervisor: EffectSupervisor)
 
   /// Finishes every unit without running it (the store shut down first).
   func abandon(on supervisor: EffectSupervisor)
@@ -63,9 +69,23 @@ import Synchronization
     self.flags.bitwiseOr(flags, ordering: .acquiringAndReleasing)
   }
 
-  @usableFromInline func run(on supervisor: EffectSupervisor, direct: Bool) async {
+  @usableFromInline func run(on supervisor: EffectSupervisor) async {
     await EffectPlan.run(self, on: supervisor)
-    if direct { supervisor.directChildEnded() }
+  }
+
+  @usableFromInline func startTask(on supervisor: EffectSupervisor) {
+    let priority = self.priority ?? .medium
+    guard let preference = supervisor.executorPreference else {
+      // NB: no preference at all, not a `nil` one: a task created with one (even `nil`) carries a
+      // preference record that every hop of every effect looks up (measured: 16% of a delivery).
+      Task.detached(priority: priority) {
+        await supervisor.runTask { await EffectPlan.run(self, on: supervisor) }
+      }
+      return
+    }
+    Task.detached(executorPreference: preference, priority: priority) {
+      await supervisor.runTask { await EffectPlan.run(self, on: supervisor) }
+    }
   }
 
   /// Sends an action of this effect to its store.
@@ -94,9 +114,21 @@ final class PlanJob<Action: Sendable>: EffectJob {
     self.plan.priority
   }
 
-  func run(on supervisor: EffectSupervisor, direct: Bool) async {
+  func run(on supervisor: EffectSupervisor) async {
     await self.plan.execute(self.delivery, on: supervisor)
-    if direct { supervisor.directChildEnded() }
+  }
+
+  func startTask(on supervisor: EffectSupervisor) {
+    let priority = self.priority ?? .medium
+    guard let preference = supervisor.executorPreference else {
+      Task.detached(priority: priority) {
+        await supervisor.runTask { await self.plan.execute(self.delivery, on: supervisor) }
+      }
+      return
+    }
+    Task.detached(executorPreference: preference, priority: priority) {
+      await supervisor.runTask { await self.plan.execute(self.delivery, on: supervisor) }
+    }
   }
 
   func abandon(on supervisor: EffectSupervisor) {

@@ -17,7 +17,7 @@
 struct EffectPlanner<Action: Sendable> {
   /// Registrations and cancellations, in the order the effect named them.
   @usableFromInline var steps: [PlanStep] = []
-  /// Jobs for the root task.
+  /// Jobs to start a task for.
   @usableFromInline var jobs: [any EffectJob] = []
   /// The lifetime new units join (its first unit): the sent action's (its first unit once there is
   /// one), or the lifetime of the effect that delivered the action being processed.

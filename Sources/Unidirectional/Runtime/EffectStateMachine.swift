@@ -1,27 +1,28 @@
 /// The effect bookkeeping of one root store, as a value: which units of effect work exist, which
-/// cancellation identifiers and lifetimes they belong to, what the root task's mailbox holds, who
+/// cancellation identifiers and lifetimes they belong to, how many effect tasks are alive, who
 /// waits for what, and whether the store has shut down.
 ///
 /// Every method is a transition: it changes the state and returns what the caller must do once it
-/// has released the lock that guards the machine (resume these waiters, cancel these tasks, start
-/// the root task). The machine itself never resumes, cancels, locks or allocates tasks, so
+/// has released the lock that guards the machine (resume these waiters, cancel these tasks, run
+/// these jobs). The machine itself never resumes, cancels, locks or allocates tasks, so
 /// `EffectStateMachineTests` drive every transition, valid and invalid, without tasks.
 ///
-/// It is generic over what it stores but never touches: the jobs the root task runs, the
+/// It is generic over what it stores but never touches: the jobs effect tasks run, the
 /// continuations of waiting tasks, and the handles of running tasks.
 struct EffectStateMachine<Job, Waiter, Slot> {
-  /// Where the root task is.
+  /// Whether the store takes new effects.
   enum Phase: Equatable {
-    /// No asynchronous effect has been submitted; there is no root task.
-    case idle
-    /// The root task is running (or about to start).
-    case running
+    /// New jobs get tasks.
+    case open
     /// Shut down: jobs are abandoned and new effects are born cancelled.
     case shutDown
   }
 
-  private(set) var phase = Phase.idle
-  private var mailbox = Mailbox<Job, Waiter>()
+  private(set) var phase = Phase.open
+  /// Tasks started for jobs (``submit(_:)``) that have not ended (``jobEnded()``).
+  private(set) var liveJobs = 0
+  /// Whether ``Ended`` was handed out: the one signal that everything ended after shutdown.
+  private var hasEnded = false
   private var effects: [EffectID: EffectRecord] = [:]
   private var registry: [CancelKey: EffectIDs] = [:]
   private var lifetimes: [LifetimeID: LifetimeRecord] = [:]
@@ -101,46 +102,57 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     self.lifetimes.values[index].origin = origin
   }
 
-  // MARK: - The root task's mailbox
+  // MARK: - Effect tasks
 
-  /// What the caller of ``submit(_:)`` must do.
+  /// What the caller of ``submit(_:)`` must do with the jobs.
   enum Submission {
-    /// The root task is running; nothing to do.
-    case posted
-    /// Resume the parked root task.
-    case resume(Waiter)
-    /// Start the root task (first submission).
-    case startRootTask
-    /// The store has shut down: finish these jobs' units without running them.
-    case abandon([Job])
+    /// Start one task per job; each calls ``jobEnded()`` when it ends.
+    case run
+    /// The store has shut down: finish the jobs' units without running them.
+    case abandon
   }
 
-  /// Hands jobs to the root task.
-  ///
-  /// Empties `jobs`, keeping its capacity.
-  mutating func submit(_ jobs: inout [Job]) -> Submission {
-    switch self.phase {
-    case .shutDown:
-      defer { jobs.removeAll(keepingCapacity: true) }
-      return .abandon(jobs)
-    case .idle:
-      self.phase = .running
-      _ = self.mailbox.post(&jobs)
-      return .startRootTask
-    case .running:
-      if let waiter = self.mailbox.post(&jobs) { return .resume(waiter) }
-      return .posted
-    }
+  /// Counts a task per job about to start, unless the store has shut down.
+  mutating func submit(_ jobs: [Job]) -> Submission {
+    guard self.phase == .open else { return .abandon }
+    self.liveJobs += jobs.count
+    return .run
   }
 
-  /// The root task takes the pending jobs; `.closed` once the store has shut down.
-  mutating func takeJobs(into batch: inout [Job]) -> Mailbox<Job, Waiter>.Take {
-    self.mailbox.take(into: &batch)
+  /// What the caller of ``jobEnded()`` must do.
+  struct JobEnd {
+    /// Waiters of ``waitUntilIdle(_:ticket:cancelled:)`` to resume.
+    var resumptions = Resumptions<Waiter>()
+    /// The last task ended after shutdown: let go of what effects needed (handed out once).
+    var ended = false
   }
 
-  /// Parks the root task; returns the waiter when it should go on at once.
-  mutating func parkRootTask(_ waiter: Waiter) -> Waiter? {
-    self.mailbox.park(waiter)
+  /// The task of a job has ended: its units have all finished.
+  mutating func jobEnded() -> JobEnd {
+    precondition(self.liveJobs > 0, "A job ended that was never submitted.")
+    self.liveJobs -= 1
+    var end = JobEnd()
+    if self.isIdle { end.resumptions = self.takeIdleWaiters() }
+    end.ended = self.takeEnded()
+    return end
+  }
+
+  /// No unit is live and no effect task is alive.
+  var isIdle: Bool { self.effects.isEmpty && self.liveJobs == 0 }
+
+  private mutating func takeIdleWaiters() -> Resumptions<Waiter> {
+    var resumptions = Resumptions<Waiter>()
+    guard !self.idleWaiters.isEmpty else { return resumptions }
+    resumptions.append(contentsOf: self.idleWaiters.values)
+    self.idleWaiters = [:]
+    return resumptions
+  }
+
+  /// `true` once: when the store has shut down and every effect task has ended.
+  private mutating func takeEnded() -> Bool {
+    guard self.phase == .shutDown, self.isIdle, !self.hasEnded else { return false }
+    self.hasEnded = true
+    return true
   }
 
   // MARK: - Running and finishing
@@ -221,10 +233,7 @@ struct EffectStateMachine<Job, Waiter, Slot> {
       let lifetime = self.lifetimes.remove(at: index).value
       resumptions.append(contentsOf: lifetime.waiters)
     }
-    if self.effects.isEmpty && !self.idleWaiters.isEmpty {
-      resumptions.append(contentsOf: self.idleWaiters.values)
-      self.idleWaiters = [:]
-    }
+    if self.isIdle { resumptions.append(contentsOf: self.takeIdleWaiters()) }
     return resumptions
   }
 
@@ -329,9 +338,10 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     return self.nextIdleWaiter
   }
 
-  /// Waits until no unit is live; returns the waiter when none is (or `cancelled` is true).
+  /// Waits until no unit is live and no effect task alive; returns the waiter when that is so
+  /// already (or `cancelled` is true).
   mutating func waitUntilIdle(_ waiter: Waiter, ticket: Int, cancelled: Bool) -> Waiter? {
-    if self.effects.isEmpty || cancelled { return waiter }
+    if self.isIdle || cancelled { return waiter }
     self.idleWaiters[ticket] = waiter
     return nil
   }
@@ -345,15 +355,13 @@ struct EffectStateMachine<Job, Waiter, Slot> {
 
   /// What the caller of ``shutDown()`` must do.
   struct ShutDown {
-    /// Jobs never taken by the root task: finish their units without running them.
-    var abandoned: [Job] = []
-    /// The parked root task, to resume so it sees the closed mailbox and ends.
-    var rootTask: Waiter?
     /// Running units whose tasks to cancel (then ``unpin(_:)``).
     var cancellation = Cancellation()
+    /// No effect task is alive: let go of what effects needed now (no task will say so later).
+    var ended = false
   }
 
-  /// Stops accepting work and cancels every unit.
+  /// Stops accepting work and cancels every unit; tasks already started end on their own.
   ///
   /// Shutting down twice does nothing more.
   mutating func shutDown() -> ShutDown {
@@ -361,8 +369,7 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     self.phase = .shutDown
     var result = ShutDown()
     result.cancellation = self.cancelAll()
-    result.abandoned = self.mailbox.removeAll()
-    result.rootTask = self.mailbox.close()
+    result.ended = self.takeEnded()
     return result
   }
 

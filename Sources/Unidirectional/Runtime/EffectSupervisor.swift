@@ -2,32 +2,36 @@ import Synchronization
 
 /// Runs the effects of one root store: the thin executor around an ``EffectStateMachine``.
 ///
-/// It owns the lock that guards the machine, the *root task* (started with the first asynchronous
-/// effect; it runs a discarding task group, and every effect is a structured child of it) and
-/// performs what the machine's transitions return: resuming waiters, cancelling tasks, starting or
-/// waking the root task. Nothing here is isolated to the store, so effects finish, and
-/// `StoreTask.cancel()` works, without hopping to it.
+/// It owns the lock that guards the machine, starts one task per job the store hands it (the
+/// effect a reducer returned; a `merge` or `concatenate` inside it runs as structured children of
+/// that task) and performs what the machine's transitions return: resuming waiters and cancelling
+/// tasks. Nothing here is isolated to the store, so effects finish, and `StoreTask.cancel()`
+/// works, without hopping to it.
 ///
-/// Shutting down cancels the root task, which cancels every effect structurally; the task's last
-/// step runs `rootTaskEnded` (the store uses it to let go of its state).
+/// Every task it starts is counted until it ends; shutting down cancels them all, and the last one
+/// to end (or `shutDown` itself, when none is alive) runs `effectsEnded` (the store uses it to let
+/// go of its state).
 @usableFromInline final class EffectSupervisor: Sendable {
   typealias Machine = EffectStateMachine<any EffectJob, UnsafeContinuation<Void, Never>, TaskSlot>
 
   private struct Guarded: Sendable {
     var machine = Machine()
-    var rootTask: Task<Void, Never>?
     /// Errors effects threw, until they end (only with an observer).
     var failures: [EffectID: any Error] = [:]
   }
 
   private let guarded = LockedBox(Guarded())
-  private let executorPreference: (any TaskExecutor)?
+  /// The executor effect tasks prefer (a test store's), if any.
+  let executorPreference: (any TaskExecutor)?
+  /// The test executor effects settle on (``TestClock``), when the preference is one.
+  private let drainer: (any ManualDrainer)?
   private let reporter: IssueReporter
-  private let rootTaskEnded: @Sendable () async -> Void
+  /// Whether effect tasks bind only ``current`` (the store's reporter is the default one and no
+  /// test executor drives them): one task-local, so one frame fewer in every suspended effect.
+  private let bindsOnlyItself: Bool
+  private let effectsEnded: @Sendable () async -> Void
   /// The store's observer: effect events.
   let observer: (any StoreObserver)?
-  /// Effects running directly in the root group (see `runRootTask`).
-  private let directChildren = Atomic<Int>(0)
 
   /// The supervisor of the effect the current task runs, for `withTaskCancellation(id:)`.
   @TaskLocal static var current: EffectSupervisor?
@@ -36,18 +40,20 @@ import Synchronization
     executorPreference: (any TaskExecutor)?,
     reporter: IssueReporter,
     observer: (any StoreObserver)? = nil,
-    rootTaskEnded: @escaping @Sendable () async -> Void = {}
+    effectsEnded: @escaping @Sendable () async -> Void = {}
   ) {
     self.executorPreference = executorPreference
+    self.drainer = executorPreference as? any ManualDrainer
     self.reporter = reporter
+    self.bindsOnlyItself = reporter.isDefault && self.drainer == nil
     self.observer = observer
-    self.rootTaskEnded = rootTaskEnded
+    self.effectsEnded = effectsEnded
   }
 
   // MARK: - Registering and submitting
 
   /// Registers the units a reducer returned and cancels what it asked to cancel, in order, then
-  /// hands the jobs to the root task.
+  /// starts a task per job.
   ///
   /// Empties both arrays, keeping their capacity.
   @usableFromInline
@@ -65,19 +71,16 @@ import Synchronization
         }
       }
       guard !jobs.isEmpty else { return nil }
-      let submission = guarded.machine.submit(&jobs)
-      if case .startRootTask = submission {
-        guarded.rootTask = self.makeRootTask()
-      }
-      return submission
+      return guarded.machine.submit(jobs)
     }
     steps.removeAll(keepingCapacity: true)
     self.perform(cancellation)
     switch submission {
-    case .resume(let rootTask): rootTask.resume()
-    case .abandon(let abandoned): for job in abandoned { job.abandon(on: self) }
-    case .posted, .startRootTask, nil: break
+    case .run: for job in jobs { job.startTask(on: self) }
+    case .abandon: for job in jobs { job.abandon(on: self) }
+    case nil: break
     }
+    jobs.removeAll(keepingCapacity: true)
   }
 
   /// Records what started a lifetime (test diagnostics).
@@ -85,91 +88,37 @@ import Synchronization
     self.guarded.withLock { $0.machine.setOrigin(origin, of: lifetime) }
   }
 
-  // MARK: - The root task
+  // MARK: - Effect tasks
 
-  private func makeRootTask() -> Task<Void, Never> {
-    // NB: detached: the root task must not inherit the task-locals of whichever task happened
-    // to send the first action (its dependency overrides, say). It binds what effects need.
-    guard let executorPreference = self.executorPreference else {
-      // NB: no preference at all, not a `nil` one: a task created with one (even `nil`) carries
-      // a preference record that every hop of every effect looks up (measured: 16% of an
-      // effect's delivery).
-      return Task.detached(priority: .medium) { await self.rootTaskBody() }
-    }
-    return Task.detached(executorPreference: executorPreference, priority: .medium) {
-      await self.rootTaskBody()
-    }
-  }
-
-  private func rootTaskBody() async {
-    let drainer = self.executorPreference as? any ManualDrainer
-    await IssueReporter.$current.withValue(self.reporter) {
-      await TestExecution.$drainer.withValue(drainer) {
-        await EffectSupervisor.$current.withValue(self) {
-          await self.runRootTask()
-        }
-      }
-    }
-    await self.rootTaskEnded()
-  }
-
-  /// How many effects run directly in the root group before new ones go to shards.
-  static let directChildLimit = 64
-  /// How many effects a shard takes before the next one opens.
-  static let shardCapacity = 64
-
-  /// Runs jobs as children of the root group while few are live; past that, in *shards*: child
-  /// tasks of the root that each run a group of at most `shardCapacity` effects.
+  /// The body of an effect task: the store's task-locals around the job, then the count the
+  /// machine took in ``apply(_:jobs:)``.
   ///
-  /// NB: the runtime unlinks a finished child from its group by walking the group's child list, so
-  /// with every effect in one group, ending an effect cost O(live effects) (41% of a `cancel(id:)`
-  /// with 10,000 effects live). Shards keep every group short.
-  private func runRootTask() async {
-    await withDiscardingTaskGroup { group in
-      var batch: [any EffectJob] = []
-      var shard: EffectShard?
-      var shardCount = 0
-      while await self.nextBatch(into: &batch) {
-        for job in batch {
-          if self.directChildren.load(ordering: .relaxed) < Self.directChildLimit {
-            self.directChildren.add(1, ordering: .relaxed)
-            group.addTask(priority: job.priority) { await job.run(on: self, direct: true) }
-            continue
-          }
-          if shard == nil || shardCount == Self.shardCapacity {
-            shard?.close()
-            let next = EffectShard(supervisor: self)
-            shard = next
-            shardCount = 0
-            group.addTask { await next.run() }
-          }
-          shard?.post(job)
-          shardCount += 1
-        }
-        batch.removeAll(keepingCapacity: true)
-      }
-      shard?.close()
+  /// Each job type starts its own task (``EffectJob/startTask(on:)``) with a closure literal that
+  /// calls this, so the job's concrete `run` inlines into the task's first frame: every frame of
+  /// a suspended effect costs memory (the task allocator grows in 1 KB slabs).
+  @inline(__always)
+  func runTask(_ job: () async -> Void) async {
+    if self.bindsOnlyItself {
+      await EffectSupervisor.$current.withValue(self, operation: job)
+    } else {
+      await self.runTaskBindingEverything(job)
     }
+    if self.taskEnded() { await self.effectsEnded() }
   }
 
-  /// Moves pending jobs into `batch`, parking until there are some; `false` once shut down.
-  private func nextBatch(into batch: inout [any EffectJob]) async -> Bool {
-    while true {
-      switch self.guarded.withLock({ $0.machine.takeJobs(into: &batch) }) {
-      case .jobs: return true
-      case .closed: return false
-      case .empty: break
-      }
-      // NB: the lock is never held across a suspension point.
-      await withUnsafeContinuation { continuation in
-        self.guarded.withLock { $0.machine.parkRootTask(continuation) }?.resume()
+  private func runTaskBindingEverything(_ job: () async -> Void) async {
+    await EffectSupervisor.$current.withValue(self) {
+      await IssueReporter.$current.withValue(self.reporter) {
+        await TestExecution.$drainer.withValue(self.drainer, operation: job)
       }
     }
   }
 
-  /// A job that ran directly in the root group has ended.
-  func directChildEnded() {
-    self.directChildren.subtract(1, ordering: .relaxed)
+  /// Counts an effect task's end; `true` when it was the last after shutdown.
+  private func taskEnded() -> Bool {
+    let end = self.guarded.withLock { $0.machine.jobEnded() }
+    Self.resume(end.resumptions)
+    return end.ended
   }
 
   // MARK: - Running and finishing units
@@ -282,18 +231,35 @@ import Synchronization
     }
   }
 
+  /// Suspends until no unit is live and no effect task is alive, even if the waiting task is
+  /// cancelled (shutting down: the store's tasks must not outlive it).
+  func waitUntilEnded() async {
+    let ticket = self.guarded.withLock { $0.machine.makeIdleTicket() }
+    await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
+      self.guarded.withLock {
+        $0.machine.waitUntilIdle(continuation, ticket: ticket, cancelled: false)
+      }?.resume()
+    }
+  }
+
   // MARK: - Shutting down
 
-  /// Stops accepting work, cancels every effect and the root task, and returns the root task so the
-  /// caller can wait for it to end.
-  @usableFromInline @discardableResult
-  func shutDown() -> Task<Void, Never>? {
-    let (shutDown, rootTask) = self.guarded.withLock { ($0.machine.shutDown(), $0.rootTask) }
-    for job in shutDown.abandoned { job.abandon(on: self) }
-    rootTask?.cancel()
-    shutDown.rootTask?.resume()
+  /// Stops accepting work and cancels every effect; ``waitUntilEnded()`` then waits for their
+  /// tasks.
+  ///
+  /// When no effect task is alive, `effectsEnded` runs in a task of its own (none will end to run
+  /// it).
+  @usableFromInline
+  func shutDown() {
+    let shutDown = self.guarded.withLock { $0.machine.shutDown() }
     self.perform(shutDown.cancellation)
-    return rootTask
+    guard shutDown.ended else { return }
+    let effectsEnded = self.effectsEnded
+    if let executorPreference = self.executorPreference {
+      Task.detached(executorPreference: executorPreference) { await effectsEnded() }
+    } else {
+      Task.detached { await effectsEnded() }
+    }
   }
 
   var isShutDown: Bool {
@@ -415,48 +381,5 @@ import Synchronization
   /// The origins of the lifetimes with unfinished units, in the order they were sent.
   var unfinishedOrigins: [EffectOrigin] {
     self.guarded.withLock { $0.machine.unfinishedOrigins }
-  }
-}
-
-/// A group of at most ``EffectSupervisor/shardCapacity`` effects, fed by the root task through its
-/// own ``Mailbox``; it ends once closed and its effects have ended.
-final class EffectShard: Sendable {
-  private let mailbox = LockedBox(Mailbox<any EffectJob, UnsafeContinuation<Void, Never>>())
-  private let supervisor: EffectSupervisor
-
-  init(supervisor: EffectSupervisor) {
-    self.supervisor = supervisor
-  }
-
-  func post(_ job: any EffectJob) {
-    self.mailbox.withLock { $0.post(job) }?.resume()
-  }
-
-  /// No more jobs will come.
-  func close() {
-    self.mailbox.withLock { $0.close() }?.resume()
-  }
-
-  func run() async {
-    await withDiscardingTaskGroup { group in
-      var batch: [any EffectJob] = []
-      while true {
-        switch self.mailbox.withLock({ $0.take(into: &batch) }) {
-        case .jobs:
-          for job in batch {
-            group.addTask(priority: job.priority) {
-              await job.run(on: self.supervisor, direct: false)
-            }
-          }
-          batch.removeAll(keepingCapacity: true)
-        case .closed:
-          return
-        case .empty:
-          await withUnsafeContinuation { continuation in
-            self.mailbox.withLock { $0.park(continuation) }?.resume()
-          }
-        }
-      }
-    }
   }
 }

@@ -322,7 +322,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
       executorPreference: self.executorPreference,
       reporter: self.reporter,
       observer: self.storeObserver,
-      rootTaskEnded: { await isolation.release() }
+      effectsEnded: { await isolation.release() }
     )
     self.delivery = self.makeDelivery(isolation)
     return self.supervisorReference.storeIfNil(supervisor)
@@ -350,7 +350,19 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
     defer { self.notifyShutDown() }
     self.close()
     self.hasShutDown = true
-    await self.supervisor?.shutDown()?.value
+    guard let supervisor = self.supervisor else { return }
+    supervisor.shutDown()
+    await supervisor.waitUntilEnded()
+    self.releaseFromEffects()
+  }
+
+  /// Lets effects' deliveries stop reaching this core (they have all ended), so a `Send` kept
+  /// past its effect does not keep the state alive.
+  func releaseFromEffects() {
+    guard self.isReachableByEffects else { return }
+    // Safety: shutting down runs on the isolation's executor (the store's); `assumeIsolated`
+    // checks that.
+    self.isolation.assumeIsolated { $0.release() }
   }
 
   @usableFromInline
@@ -371,9 +383,10 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
     )
     // 2. Cancel what is left, and stop.
     self.hasShutDown = true
-    let rootTask = supervisor.shutDown()
+    supervisor.shutDown()
     if finishedInTime || supervisor.liveCount == 0 {
-      await rootTask?.value
+      await supervisor.waitUntilEnded()
+      self.releaseFromEffects()
       return
     }
     // 3. Give cancelled effects the same grace (at least a second) to end; report the ones that
@@ -384,7 +397,8 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
       on: clock
     )
     if ended {
-      await rootTask?.value
+      await supervisor.waitUntilEnded()
+      self.releaseFromEffects()
       return
     }
     let count = supervisor.liveCount

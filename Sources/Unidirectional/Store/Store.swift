@@ -158,8 +158,8 @@ public actor Store<State: Sendable, Action: Sendable> {
   }
 
   deinit {
-    // Releasing a root store cancels its effects; once they have ended, the root task lets go
-    // of the core. Nothing else can use the store now: sending needs a reference to it.
+    // Releasing a root store cancels its effects; once they have ended, the last effect task
+    // lets go of the core. Nothing else can use the store now: sending needs a reference to it.
     self.root?.supervisor?.shutDown()
     self.root?.notifyShutDown()
   }

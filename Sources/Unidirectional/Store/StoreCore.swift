@@ -66,7 +66,7 @@ struct SourceLocation: Sendable {
 /// How a root store is set up beyond its state and reducer.
 @usableFromInline
 package struct StoreConfiguration: Sendable {
-  /// The executor the store's root task, and so every effect, prefers.
+  /// The executor every effect task of the store prefers.
   package var executorPreference: (any TaskExecutor)?
   /// Where the store reports issues.
   package var reporter: IssueReporter

@@ -8,7 +8,7 @@
 ///
 /// Effects deliver through ``receive(_:from:)``, which reads ``root`` here, on the executor: no
 /// lock. The reference is set when the store submits its first asynchronous effect and dropped
-/// when its effects have all ended after shutdown (the root task's last step), so a `Send` kept
+/// when its effects have all ended after shutdown (the last effect task to end), so a `Send` kept
 /// past its effect never keeps the store's state alive.
 @usableFromInline actor StoreIsolation<State: Sendable, Action: Sendable> {
   @usableFromInline var root: RootCore<State, Action>?

@@ -188,69 +188,79 @@ import Testing
     #expect(!fresh.isCancelled)
   }
 
-  @Test func theFirstSubmissionStartsTheRootTaskAndLaterOnesWakeIt() {
+  @Test func submittedJobsAreCountedUntilTheirTasksEnd() {
     var machine = Machine()
-    var jobs = ["a"]
-    guard case .startRootTask = machine.submit(&jobs) else {
-      Issue.record("the first submission did not start the root task")
+    guard case .run = machine.submit(["a", "b"]) else {
+      Issue.record("an open store refused jobs")
       return
     }
-    #expect(jobs.isEmpty)
-    var batch: [String] = []
-    #expect(machine.takeJobs(into: &batch) == .jobs)
-    #expect(batch == ["a"])
-    batch = []
-    #expect(machine.takeJobs(into: &batch) == .empty)
-    #expect(machine.parkRootTask("root") == nil)
-    jobs = ["b", "c"]
-    guard case .resume(let waiter) = machine.submit(&jobs) else {
-      Issue.record("a submission did not wake the parked root task")
-      return
-    }
-    #expect(waiter == "root")
-    jobs = ["d"]
-    guard case .posted = machine.submit(&jobs) else { return }
-    #expect(machine.takeJobs(into: &batch) == .jobs)
-    #expect(batch == ["b", "c", "d"])
+    #expect(machine.liveJobs == 2)
+    // Idle waits for the tasks too, not only for units.
+    let ticket = machine.makeIdleTicket()
+    #expect(machine.waitUntilIdle("idle", ticket: ticket, cancelled: false) == nil)
+    var end = machine.jobEnded()
+    #expect(end.resumptions.isEmpty && !end.ended)
+    end = machine.jobEnded()
+    #expect(end.resumptions.all == ["idle"])
+    #expect(!end.ended)  // not shut down: nothing to let go of
+    #expect(machine.isIdle)
   }
 
-  @Test func theRootTaskDoesNotParkWhenJobsAreWaiting() {
+  @Test func aJobWhoseUnitsAreLiveKeepsTheMachineBusy() {
     var machine = Machine()
-    var jobs = ["a"]
-    _ = machine.submit(&jobs)
-    #expect(machine.parkRootTask("root") == "root")
+    let unit = EffectToken(lifetime: nil)
+    machine.register(unit, keys: [])
+    _ = machine.submit(["job"])
+    _ = machine.start(unit.id, in: "task")
+    let ticket = machine.makeIdleTicket()
+    #expect(machine.waitUntilIdle("idle", ticket: ticket, cancelled: false) == nil)
+    guard case .finished(let resumptions) = machine.finish(unit.id) else { return }
+    #expect(resumptions.isEmpty)  // the job's task has not ended yet
+    #expect(machine.jobEnded().resumptions.all == ["idle"])
   }
 
-  @Test func shuttingDownAbandonsPendingJobsWakesTheRootTaskAndCancelsEverything() {
+  @Test func shuttingDownCancelsEverythingAndTheLastTaskToEndSaysSo() {
     var machine = Machine()
     let running = EffectToken(lifetime: nil)
     let pending = EffectToken(lifetime: nil)
     machine.register(running, keys: [])
     machine.register(pending, keys: [])
-    var jobs = ["first"]
-    _ = machine.submit(&jobs)
-    var batch: [String] = []
-    _ = machine.takeJobs(into: &batch)
+    _ = machine.submit(["first", "second"])
     _ = machine.start(running.id, in: "task")
-    #expect(machine.parkRootTask("root") == nil)
-    jobs = ["second"]
-    _ = machine.submit(&jobs)  // wakes the root task, which has not taken it yet
     let shutDown = machine.shutDown()
-    #expect(shutDown.abandoned == ["second"])
     #expect(shutDown.cancellation.tasks.map(\.1) == ["task"])
+    #expect(!shutDown.ended)  // two tasks are alive
     #expect(pending.isFinished && running.isCancelled)
-    batch = []
-    #expect(machine.takeJobs(into: &batch) == .closed)
     // Later work is refused, and units are born cancelled.
-    jobs = ["late"]
-    guard case .abandon(let abandoned) = machine.submit(&jobs) else { return }
-    #expect(abandoned == ["late"])
+    guard case .abandon = machine.submit(["late"]) else {
+      Issue.record("a store that shut down accepted a job")
+      return
+    }
+    #expect(machine.liveJobs == 2)
     let late = EffectToken(lifetime: nil)
     machine.register(late, keys: [])
     #expect(late.isCancelled && late.isFinished)
+    // The tasks end: the last one, once its unit has finished, is told everything ended.
+    #expect(!machine.jobEnded().ended)
+    _ = machine.unpin([running.id])
+    _ = machine.finish(running.id)
+    #expect(machine.jobEnded().ended)
     // Shutting down again does nothing more.
     let again = machine.shutDown()
-    #expect(again.abandoned.isEmpty && again.rootTask == nil && again.cancellation.tasks.isEmpty)
+    #expect(!again.ended && again.cancellation.tasks.isEmpty)
+  }
+
+  @Test func shuttingDownWithNoTaskAliveEndsAtOnce() {
+    var machine = Machine()
+    #expect(machine.shutDown().ended)
+    #expect(!machine.shutDown().ended)
+  }
+
+  @Test func aJobEndingThatWasNeverSubmittedIsAProgrammingError() async {
+    await #expect(processExitsWith: .failure) {
+      var machine = EffectStateMachine<String, String, String>()
+      _ = machine.jobEnded()
+    }
   }
 
   @Test func aUnitThatStartsAfterShutdownDoesNotRun() {
@@ -341,45 +351,5 @@ import Testing
       line: 0,
       column: 0
     )
-  }
-}
-
-@Suite(.timeLimit(.minutes(2))) struct MailboxTests {
-  @Test func aClosedMailboxStillHandsOutItsJobsThenCloses() {
-    var mailbox = Mailbox<Int, String>()
-    #expect(mailbox.park("consumer") == nil)
-    var jobs = [1, 2]
-    #expect(mailbox.post(&jobs) == "consumer")
-    #expect(mailbox.close() == nil)
-    var batch: [Int] = []
-    #expect(mailbox.take(into: &batch) == .jobs)
-    #expect(batch == [1, 2])
-    batch = []
-    #expect(mailbox.take(into: &batch) == .closed)
-    #expect(mailbox.park("again") == "again")
-  }
-
-  @Test func removingPendingJobsLeavesNothingToTake() {
-    var mailbox = Mailbox<Int, String>()
-    #expect(mailbox.post(7) == nil)
-    #expect(mailbox.removeAll() == [7])
-    var batch: [Int] = []
-    #expect(mailbox.take(into: &batch) == .empty)
-  }
-
-  @Test func postingToAClosedMailboxIsAProgrammingError() async {
-    await #expect(processExitsWith: .failure) {
-      var mailbox = Mailbox<Int, String>()
-      _ = mailbox.close()
-      _ = mailbox.post(1)
-    }
-  }
-
-  @Test func twoConsumersParkingIsAProgrammingError() async {
-    await #expect(processExitsWith: .failure) {
-      var mailbox = Mailbox<Int, String>()
-      _ = mailbox.park("one")
-      _ = mailbox.park("two")
-    }
   }
 }

@@ -1,0 +1,326 @@
+import Synchronization
+import Unidirectional
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// `swift run -c release Benchmarks --scale [--stores 10000,100000] [--ticks 5]`: what a server
+// with many stores costs, next to bare tasks doing the same work in the same run.
+
+/// The lateness of timer ticks, in microseconds, from many tasks at once (striped locks, so
+/// recording does not serialize the tasks it measures).
+final class LatenessLog: Sendable {
+  private let stripes: [LockIsolated<[Int32]>]
+  private let recorded = Atomic<Int>(0)
+
+  init(stripes: Int = 64) {
+    self.stripes = (0..<stripes).map { _ in LockIsolated([]) }
+  }
+
+  func record(_ lateness: Duration, stripe: Int) {
+    let microseconds = Int32(
+      clamping: lateness.components.seconds * 1_000_000
+        + lateness.components.attoseconds / 1_000_000_000_000
+    )
+    self.stripes[stripe % self.stripes.count].withValue { $0.append(microseconds) }
+    self.recorded.add(1, ordering: .relaxed)
+  }
+
+  /// How many latenesses were recorded.
+  var count: Int { self.recorded.load(ordering: .relaxed) }
+
+  /// The recorded latenesses, sorted.
+  func sorted() -> [Int32] {
+    self.stripes.flatMap(\.value).sorted()
+  }
+
+  func removeAll() {
+    for stripe in self.stripes { stripe.withValue { $0.removeAll(keepingCapacity: false) } }
+    self.recorded.store(0, ordering: .relaxed)
+  }
+}
+
+/// A store per connection with a 1 s timer, started at its own phase of the interval (so the
+/// stores' ticks spread over the second, as connections arriving over time would).
+///
+/// NB: benchmark only: the reducer reads the clock and records the lateness of each tick (the
+/// time it is reduced minus the time it was due).
+struct TimedConnection: Reducer {
+  struct State: Sendable {
+    var ticks = 0
+    let stripe: Int
+  }
+
+  enum Action: Sendable {
+    case start(phase: ContinuousClock.Instant)
+    case tick(due: ContinuousClock.Instant)
+  }
+
+  let interval: Duration
+  let log: LatenessLog
+
+  func reduce(into state: inout State, action: Action) -> Effect<Action> {
+    switch action {
+    case .start(let phase):
+      return .run { [interval] send in
+        let clock = ContinuousClock()
+        try await clock.sleep(until: phase)
+        let start = clock.now
+        for await elapsed in clock.timer(interval: interval) {
+          await send(.tick(due: start + elapsed))
+        }
+      }
+    case .tick(let due):
+      state.ticks += 1
+      self.log.record(due.duration(to: .now), stripe: state.stripe)
+      return .none
+    }
+  }
+}
+
+/// A heap-allocated atomic counter, shareable between tasks.
+final class AtomicCounter: Sendable {
+  let value = Atomic<Int>(0)
+}
+
+/// Runs the scale figures and prints one line each.
+@concurrent
+func scaleFigures(storeCounts: [Int], ticks: Int) async {
+  #if DEBUG
+  print("warning: a debug build; run `swift run -c release Benchmarks --scale` for real figures")
+  #endif
+  print(
+    "Scale: \(ticks) ticks of a 1 s timer per store; lateness = tick reduced minus tick due",
+    "(p50/p99 ms); bytes per store while every timer sleeps"
+  )
+  for count in storeCounts {
+    await timerFigures(count: count, ticks: ticks)
+  }
+  await memoryBreakdown(count: 10_000)
+  await sendThroughput(stores: 1_000, sends: 2_000_000)
+}
+
+private func percentile(_ sorted: [Int32], _ fraction: Double) -> Double {
+  guard !sorted.isEmpty else { return .nan }
+  let index = min(sorted.count - 1, Int((Double(sorted.count) * fraction).rounded(.down)))
+  return Double(sorted[index]) / 1_000
+}
+
+private func waitUntil(_ condition: () -> Bool) async {
+  // NB: benchmark only: the effects start on the pool; poll until they have.
+  while !condition() { try? await Task.sleep(for: .milliseconds(5)) }
+}
+
+private func elapsedSeconds(since start: ContinuousClock.Instant) -> Double {
+  let elapsed = start.duration(to: .now)
+  return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+}
+
+private func timerFigures(count: Int, ticks: Int) async {
+  let interval = Duration.seconds(1)
+  let log = LatenessLog()
+
+  // Stores: store i's timer starts at i/count of a second after the epoch.
+  var before = allocatedBytes()
+  var started = ContinuousClock.now
+  let epoch = started.advanced(by: .seconds(2) + .milliseconds(count / 50))
+  var stores: [StoreOf<TimedConnection>] = []
+  stores.reserveCapacity(count)
+  let group = StoreGroup()
+  for index in 0..<count {
+    let store = Store(initialState: TimedConnection.State(stripe: index)) {
+      TimedConnection(interval: interval, log: log)
+    }
+    await store.send(.start(phase: epoch.advanced(by: interval * index / count)))
+    group.insert(store)
+    stores.append(store)
+  }
+  let startSeconds = elapsedSeconds(since: started)
+  // Every timer has ticked once: each effect is asleep in its timer.
+  await waitUntil { log.count >= count }
+  let storeBytes = Double(allocatedBytes() - before) / Double(count)
+  await waitUntil { log.count >= count * ticks }
+  let storeLateness = log.sorted()
+  log.removeAll()
+
+  // Teardown: every store shut down together, with its timer running.
+  started = .now
+  let closed = await group.shutdown(gracePeriod: .zero)
+  let teardownSeconds = elapsedSeconds(since: started)
+  precondition(closed == count)
+  stores.removeAll()
+
+  // The floor: a bare task per connection, each with an actor, on the same schedule.
+  before = allocatedBytes()
+  var bareBytes = 0.0
+  var bareTeardownSeconds = 0.0
+  let bareEpoch = ContinuousClock.now.advanced(by: .seconds(2))
+  await withDiscardingTaskGroup { tasks in
+    for index in 0..<count {
+      tasks.addTask {
+        let actor = BareStore()
+        let clock = ContinuousClock()
+        try? await clock.sleep(until: bareEpoch.advanced(by: interval * index / count))
+        let start = clock.now
+        var tick = 0
+        while !Task.isCancelled {
+          tick += 1
+          let due = start.advanced(by: interval * tick)
+          try? await clock.sleep(until: due, tolerance: nil)
+          await actor.increment()
+          log.record(due.duration(to: clock.now), stripe: index)
+        }
+      }
+    }
+    await waitUntil { log.count >= count }
+    bareBytes = Double(allocatedBytes() - before) / Double(count)
+    await waitUntil { log.count >= count * ticks }
+    started = .now
+    tasks.cancelAll()
+  }
+  bareTeardownSeconds = elapsedSeconds(since: started)
+  let bareLateness = log.sorted()
+  log.removeAll()
+
+  let label = grouped(count)
+  let atTarget = count == 100_000
+  print(
+    Harness.pad("\(label) stores, 1 s timer: lateness p50 / p99", 54),
+    Harness.pad(
+      "\(Harness.format(percentile(storeLateness, 0.5), digits: 1)) / "
+        + "\(Harness.format(percentile(storeLateness, 0.99), digits: 1)) ms",
+      22
+    ),
+    "bare tasks: \(Harness.format(percentile(bareLateness, 0.5), digits: 1)) / "
+      + "\(Harness.format(percentile(bareLateness, 0.99), digits: 1)) ms"
+      + (atTarget ? "   target p99 ≤ 50 ms" : "")
+  )
+  print(
+    Harness.pad("\(label) stores, 1 s timer: bytes per store", 54),
+    Harness.pad("\(Harness.format(storeBytes, digits: 0)) B", 22),
+    "bare task + actor: \(Harness.format(bareBytes, digits: 0)) B"
+      + (atTarget ? "   target ≤ 4 KB" : "")
+  )
+  print(
+    Harness.pad("\(label) stores: create + send each", 54),
+    Harness.pad("\(Harness.format(startSeconds * 1_000, digits: 0)) ms", 22),
+    "\(Harness.format(startSeconds * 1e9 / Double(count), digits: 0)) ns per store"
+  )
+  print(
+    Harness.pad("\(label) stores, live timers: StoreGroup.shutdown(.zero)", 54),
+    Harness.pad("\(Harness.format(teardownSeconds * 1_000, digits: 0)) ms", 22),
+    "bare tasks cancelled: \(Harness.format(bareTeardownSeconds * 1_000, digits: 0)) ms"
+      + (atTarget ? "   target ≤ 2 s" : "")
+  )
+}
+
+/// `100000` as `100,000`.
+func grouped(_ number: Int) -> String {
+  let digits = Array(String(number))
+  var result = ""
+  for (index, digit) in digits.enumerated() {
+    if index > 0 && (digits.count - index).isMultiple(of: 3) { result.append(",") }
+    result.append(digit)
+  }
+  return result
+}
+
+/// `sends` actions over `stores` stores (reducers returning `.none`), round-robin, from one task
+/// and from two, next to bare actors calling the same reducer.
+private func sendThroughput(stores count: Int, sends: Int) async {
+  let stores = (0..<count).map { _ in makeStore() }
+  let actors = (0..<count).map { _ in BareStore() }
+
+  func run(tasks: Int, _ body: @escaping @Sendable (Int) async -> Void) async -> Double {
+    let started = ContinuousClock.now
+    await withDiscardingTaskGroup { group in
+      for task in 0..<tasks {
+        group.addTask { await body(task) }
+      }
+    }
+    return elapsedSeconds(since: started) * 1e9 / Double(sends)
+  }
+
+  for tasks in [1, 2] {
+    let perTask = sends / tasks
+    var storeSamples = Samples()
+    var actorSamples = Samples()
+    for _ in 0..<5 {
+      storeSamples.values.append(
+        await run(tasks: tasks) { task in
+          var index = task
+          for _ in 0..<perTask {
+            await stores[index % count].send(.increment)
+            index &+= tasks
+          }
+        }
+      )
+      actorSamples.values.append(
+        await run(tasks: tasks) { task in
+          var index = task
+          for _ in 0..<perTask {
+            await actors[index % count].send(.increment)
+            index &+= tasks
+          }
+        }
+      )
+    }
+    let perSecond = 1e9 / storeSamples.median
+    print(
+      Harness.pad(
+        "send over \(grouped(count)) stores from \(tasks) task\(tasks == 1 ? "" : "s")",
+        54
+      ),
+      Harness.pad(
+        "\(Harness.format(storeSamples.median, digits: 1)) ns "
+          + "(\(Harness.format(perSecond / 1e6, digits: 2)) M/s)",
+        22
+      ),
+      "bare actors: \(Harness.format(actorSamples.median, digits: 1)) ns, ratio "
+        + "\(Harness.format(storeSamples.median / actorSamples.median, digits: 2))x"
+    )
+  }
+}
+
+/// Bytes per store at each stage of its life, to see where a store's memory goes.
+func memoryBreakdown(count: Int) async {
+  struct Probe: Reducer {
+    enum Action: Sendable { case none, quick, park }
+    let started: AtomicCounter
+    func reduce(into state: inout Int, action: Action) -> Effect<Action> {
+      switch action {
+      case .none: return .none
+      case .quick: return .run { [started] _ in started.value.add(1, ordering: .relaxed) }
+      case .park:
+        return .run { [started] _ in
+          started.value.add(1, ordering: .relaxed)
+          try await Task.sleep(for: .seconds(3_600))
+        }
+      }
+    }
+  }
+  for action in [Probe.Action.none, .quick, .park] {
+    let started = AtomicCounter()
+    let before = allocatedBytes()
+    var stores: [StoreOf<Probe>] = []
+    stores.reserveCapacity(count)
+    for _ in 0..<count {
+      let store = Store(initialState: 0) { Probe(started: started) }
+      await store.send(action)
+      stores.append(store)
+    }
+    if action != .none {
+      await waitUntil { started.value.load(ordering: .relaxed) == count }
+      try? await Task.sleep(for: .milliseconds(100))
+    }
+    let bytes = Double(allocatedBytes() - before) / Double(count)
+    print(
+      Harness.pad("bytes per store after .\(action)", 54),
+      "\(Harness.format(bytes, digits: 0)) B"
+    )
+    for store in stores { await store.shutdown() }
+  }
+}
