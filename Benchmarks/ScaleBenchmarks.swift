@@ -99,7 +99,6 @@ func scaleFigures(storeCounts: [Int], ticks: Int) async {
   for count in storeCounts {
     await timerFigures(count: count, ticks: ticks)
   }
-  await memoryBreakdown(count: 10_000)
   await sendThroughput(stores: 1_000, sends: 2_000_000)
 }
 
@@ -153,14 +152,16 @@ private func timerFigures(count: Int, ticks: Int) async {
   precondition(closed == count)
   stores.removeAll()
 
-  // The floor: a bare task per connection, each with an actor, on the same schedule.
+  // The floor: a bare task per connection, each with an actor, on the same schedule. Detached
+  // tasks, like a store's effects (a task group of 100,000 children is slower: ending a child walks
+  // the group's list).
   before = allocatedBytes()
-  var bareBytes = 0.0
-  var bareTeardownSeconds = 0.0
-  let bareEpoch = ContinuousClock.now.advanced(by: .seconds(2))
-  await withDiscardingTaskGroup { tasks in
-    for index in 0..<count {
-      tasks.addTask {
+  let bareEpoch = ContinuousClock.now.advanced(by: .seconds(2) + .milliseconds(count / 50))
+  var bareTasks: [Task<Void, Never>] = []
+  bareTasks.reserveCapacity(count)
+  for index in 0..<count {
+    bareTasks.append(
+      Task.detached {
         let actor = BareStore()
         let clock = ContinuousClock()
         try? await clock.sleep(until: bareEpoch.advanced(by: interval * index / count))
@@ -174,14 +175,15 @@ private func timerFigures(count: Int, ticks: Int) async {
           log.record(due.duration(to: clock.now), stripe: index)
         }
       }
-    }
-    await waitUntil { log.count >= count }
-    bareBytes = Double(allocatedBytes() - before) / Double(count)
-    await waitUntil { log.count >= count * ticks }
-    started = .now
-    tasks.cancelAll()
+    )
   }
-  bareTeardownSeconds = elapsedSeconds(since: started)
+  await waitUntil { log.count >= count }
+  let bareBytes = Double(allocatedBytes() - before) / Double(count)
+  await waitUntil { log.count >= count * ticks }
+  started = .now
+  for task in bareTasks { task.cancel() }
+  for task in bareTasks { await task.value }
+  let bareTeardownSeconds = elapsedSeconds(since: started)
   let bareLateness = log.sorted()
   log.removeAll()
 
@@ -286,9 +288,12 @@ private func sendThroughput(stores count: Int, sends: Int) async {
 }
 
 /// Bytes per store at each stage of its life, to see where a store's memory goes.
+@concurrent
 func memoryBreakdown(count: Int) async {
   struct Probe: Reducer {
-    enum Action: Sendable { case none, quick, park }
+    enum Action: Sendable {
+      case none, quick, park, parkCancellable, timer, ticking, sendThenPark, tick
+    }
     let started: AtomicCounter
     func reduce(into state: inout Int, action: Action) -> Effect<Action> {
       switch action {
@@ -299,10 +304,38 @@ func memoryBreakdown(count: Int) async {
           started.value.add(1, ordering: .relaxed)
           try await Task.sleep(for: .seconds(3_600))
         }
+      case .parkCancellable:
+        return .run { [started] _ in
+          started.value.add(1, ordering: .relaxed)
+          try await Task.sleep(for: .seconds(3_600))
+        }
+        .cancellable(id: "park")
+      case .timer:
+        return .run { [started] _ in
+          started.value.add(1, ordering: .relaxed)
+          for await _ in ContinuousClock().timer(interval: .seconds(3_600)) {}
+        }
+      case .ticking:
+        return .run { send in
+          for await _ in ContinuousClock().timer(interval: .milliseconds(10)) {
+            await send(.tick)
+            try? await Task.sleep(for: .seconds(3_600))
+          }
+        }
+      case .sendThenPark:
+        return .run { send in
+          await send(.tick)
+          try? await Task.sleep(for: .seconds(3_600))
+        }
+      case .tick:
+        self.started.value.add(1, ordering: .relaxed)
+        return .none
       }
     }
   }
-  for action in [Probe.Action.none, .quick, .park] {
+  for action in [
+    Probe.Action.none, .quick, .park, .parkCancellable, .timer, .ticking, .sendThenPark,
+  ] {
     let started = AtomicCounter()
     let before = allocatedBytes()
     var stores: [StoreOf<Probe>] = []
@@ -313,7 +346,7 @@ func memoryBreakdown(count: Int) async {
       stores.append(store)
     }
     if action != .none {
-      await waitUntil { started.value.load(ordering: .relaxed) == count }
+      await waitUntil { started.value.load(ordering: .relaxed) >= count }
       try? await Task.sleep(for: .milliseconds(100))
     }
     let bytes = Double(allocatedBytes() - before) / Double(count)

@@ -8,6 +8,7 @@ import Darwin
 
 // `swift run -c release Benchmarks [--filter text] [--samples n]`
 // `swift run -c release Benchmarks --scale [--stores 10000,100000] [--ticks n]`
+// `swift run -c release Benchmarks --memory` (bytes per store at each stage of its life)
 var harness = Harness()
 var scale = false
 var storeCounts = [10_000, 100_000]
@@ -18,6 +19,9 @@ while let argument = arguments.popFirst() {
   case "--filter": harness.filter = arguments.popFirst()
   case "--samples": harness.samples = arguments.popFirst().flatMap { Int($0) } ?? harness.samples
   case "--scale": scale = true
+  case "--memory":
+    await memoryBreakdown(count: 10_000)
+    exit(0)
   case "--stores":
     storeCounts = (arguments.popFirst() ?? "").split(separator: ",").compactMap { Int($0) }
   case "--ticks": ticks = arguments.popFirst().flatMap { Int($0) } ?? ticks
@@ -26,6 +30,7 @@ while let argument = arguments.popFirst() {
       """
       usage: Benchmarks [--filter text] [--samples n]
              Benchmarks --scale [--stores 10000,100000] [--ticks n]
+             Benchmarks --memory
       """
     )
     exit(2)

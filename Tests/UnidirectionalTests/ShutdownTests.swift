@@ -2,7 +2,7 @@ import Testing
 import Unidirectional
 import UnidirectionalTesting
 
-private struct Worker: Reducer {
+struct Worker: Reducer {
   typealias State = [String]
 
   enum Action: Sendable {
@@ -161,5 +161,98 @@ private struct Harness {
     await harness.executor.perform { [store = harness.store] in await store.shutdown() }
     #expect(harness.store.liveEffectCount == 0)
     #expect(harness.clock.sleeperCount == 0)
+  }
+}
+
+/// A `StoreGroup` shuts its stores down in phases, each phase for every store, with one wait for
+/// the whole group.
+@Suite(.timeLimit(.minutes(2))) struct GroupShutdownTests {
+  /// Stores on one manual executor and test clock, in one group.
+  private struct Fleet {
+    let executor = ManualExecutor()
+    let clock = TestClock()
+    let parked = LockIsolated<UnsafeContinuation<Void, Never>?>(nil)
+    let group = StoreGroup()
+    let returned = LockIsolated<Int?>(nil)
+
+    func makeStore() -> Store<[String], Worker.Action> {
+      let store = Store(
+        initialState: [],
+        reducer: Worker(clock: self.clock, parked: self.parked),
+        configuration: StoreConfiguration(executorPreference: self.executor)
+      )
+      self.group.insert(store)
+      return store
+    }
+
+    func send(_ action: Worker.Action, to store: Store<[String], Worker.Action>) async {
+      await self.executor.perform { await store.send(action) }
+    }
+
+    func startShutdown(gracePeriod: Duration) {
+      let (group, clock, executor, returned) = (
+        self.group, self.clock, self.executor, self.returned
+      )
+      _ = Task(executorPreference: executor) {
+        await TestExecution.$drainer.withValue(executor) {
+          returned.setValue(await group.shutdown(gracePeriod: gracePeriod, clock: clock))
+        }
+      }
+      executor.drainUntilIdle()
+    }
+  }
+
+  @Test func effectsFinishingWithinTheGraceDeliverAndTheRestAreCancelledTogether() async {
+    let fleet = Fleet()
+    let quick = fleet.makeStore()
+    let slow = fleet.makeStore()
+    await fleet.send(.work(seconds: 1), to: quick)
+    await fleet.send(.work(seconds: 10), to: slow)
+    fleet.startShutdown(gracePeriod: .seconds(2))
+    // One sleeper for the whole group's grace, not one per store.
+    #expect(fleet.clock.sleeperCount == 3)
+    await fleet.clock.advance(by: .seconds(1))
+    #expect(fleet.returned.value == nil)
+    await fleet.clock.advance(by: .seconds(1))
+    #expect(fleet.returned.value == 2)
+    #expect(await fleet.executor.perform { await quick.state } == ["worked 1 s"])
+    #expect(await fleet.executor.perform { await slow.state } == [])
+    #expect(quick.liveEffectCount == 0 && slow.liveEffectCount == 0)
+    #expect(fleet.clock.sleeperCount == 0)
+  }
+
+  @Test func onlyTheStoreWhoseEffectIgnoresCancellationIsReported() async {
+    let (fleet, issues) = await collectingIssues {
+      let fleet = Fleet()
+      let stubborn = fleet.makeStore()
+      let plain = fleet.makeStore()
+      await fleet.send(.stubborn, to: stubborn)
+      await fleet.send(.work(seconds: 10), to: plain)
+      fleet.startShutdown(gracePeriod: .zero)
+      // A zero grace period still gives cancelled effects a second to end.
+      #expect(fleet.returned.value == nil)
+      await fleet.clock.advance(by: .seconds(1))
+      return fleet
+    }
+    #expect(fleet.returned.value == 2)
+    #expect(issues.count == 1)
+    #expect(
+      issues.first?.message.hasPrefix(
+        "1 effect ignored cancellation and is still running after 'shutdown(gracePeriod: 0.0 seconds)'."
+      ) == true
+    )
+    fleet.parked.value?.resume()
+    fleet.executor.drainUntilIdle()
+  }
+
+  @Test func aStoreAlreadyShutDownIsCountedAndLeftAlone() async {
+    let fleet = Fleet()
+    let first = fleet.makeStore()
+    let second = fleet.makeStore()
+    await fleet.executor.perform { await first.shutdown() }
+    await fleet.send(.work(seconds: 10), to: second)
+    fleet.startShutdown(gracePeriod: .zero)
+    #expect(fleet.returned.value == 2)
+    #expect(second.liveEffectCount == 0)
   }
 }

@@ -79,12 +79,20 @@ import Synchronization
       // NB: no preference at all, not a `nil` one: a task created with one (even `nil`) carries a
       // preference record that every hop of every effect looks up (measured: 16% of a delivery).
       Task.detached(priority: priority) {
-        await supervisor.runTask { await EffectPlan.run(self, on: supervisor) }
+        if supervisor.bindsOnlyItself {
+          await EffectSupervisor.$current.withValue(supervisor) {
+            await EffectPlan.run(self, on: supervisor)
+          }
+        } else {
+          await supervisor.runBindingEverything { await EffectPlan.run(self, on: supervisor) }
+        }
+        await supervisor.taskEnded()
       }
       return
     }
     Task.detached(executorPreference: preference, priority: priority) {
-      await supervisor.runTask { await EffectPlan.run(self, on: supervisor) }
+      await supervisor.runBindingEverything { await EffectPlan.run(self, on: supervisor) }
+      await supervisor.taskEnded()
     }
   }
 
@@ -122,12 +130,18 @@ final class PlanJob<Action: Sendable>: EffectJob {
     let priority = self.priority ?? .medium
     guard let preference = supervisor.executorPreference else {
       Task.detached(priority: priority) {
-        await supervisor.runTask { await self.plan.execute(self.delivery, on: supervisor) }
+        await supervisor.runBindingEverything {
+          await self.plan.execute(self.delivery, on: supervisor)
+        }
+        await supervisor.taskEnded()
       }
       return
     }
     Task.detached(executorPreference: preference, priority: priority) {
-      await supervisor.runTask { await self.plan.execute(self.delivery, on: supervisor) }
+      await supervisor.runBindingEverything {
+        await self.plan.execute(self.delivery, on: supervisor)
+      }
+      await supervisor.taskEnded()
     }
   }
 

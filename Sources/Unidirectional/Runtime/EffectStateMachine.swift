@@ -23,9 +23,12 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   private(set) var liveJobs = 0
   /// Whether ``Ended`` was handed out: the one signal that everything ended after shutdown.
   private var hasEnded = false
-  private var effects: [EffectID: EffectRecord] = [:]
-  private var registry: [CancelKey: EffectIDs] = [:]
-  private var lifetimes: [LifetimeID: LifetimeRecord] = [:]
+  // NB: `SmallMap`s: a store with one live effect (a connection's timer) allocates none of them.
+  private var effects = SmallMap<EffectID, EffectRecord>()
+  private var registry = SmallMap<CancelKey, EffectIDs>()
+  private var lifetimes = SmallMap<LifetimeID, LifetimeRecord>()
+  /// What started each lifetime, for test diagnostics (only when the store records origins).
+  private var origins: [LifetimeID: EffectOrigin] = [:]
   private var idleWaiters: [Int: Waiter] = [:]
   private var nextIdleWaiter = 0
   private var throttles: [CancelKey: ThrottleState] = [:]
@@ -58,7 +61,6 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     let owner: any EffectUnit
     var effects = EffectIDs.none
     var waiters = Resumptions<Waiter>()
-    var origin: EffectOrigin?
   }
 
   // MARK: - Registering
@@ -77,29 +79,26 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     let id = unit.id
     // NB: no `dict[key]?.field = ...` or `dict[key, default:]` mutations in this type: their
     // `_modify` coroutines allocate their frames on the heap for values this size (measured:
-    // 6 allocations per started effect). Mutate through `values[index]` instead.
+    // 6 allocations per started effect). Mutate through `SmallMap.update` instead.
     let lifetimeID = LifetimeID(lifetime)
-    self.effects[id] = EffectRecord(unit: unit, keys: keys, lifetime: lifetimeID)
-    if let index = self.lifetimes.index(forKey: lifetimeID) {
-      self.lifetimes.values[index].effects.insert(id)
-    } else {
+    self.effects.insert(EffectRecord(unit: unit, keys: keys, lifetime: lifetimeID), forKey: id)
+    if self.lifetimes.update(lifetimeID, { $0.effects.insert(id) }) == nil {
       var record = LifetimeRecord(owner: lifetime)
       record.effects.insert(id)
-      self.lifetimes[lifetimeID] = record
+      self.lifetimes.insert(record, forKey: lifetimeID)
     }
     for key in keys {
-      if let index = self.registry.index(forKey: key) {
-        self.registry.values[index].insert(id)
-      } else {
-        self.registry[key] = .one(id)
+      if self.registry.update(key, { $0.insert(id) }) == nil {
+        self.registry.insert(.one(id), forKey: key)
       }
     }
   }
 
   /// Records what started a lifetime, for test diagnostics.
   mutating func setOrigin(_ origin: EffectOrigin, of lifetime: any EffectUnit) {
-    guard let index = self.lifetimes.index(forKey: LifetimeID(lifetime)) else { return }
-    self.lifetimes.values[index].origin = origin
+    let lifetimeID = LifetimeID(lifetime)
+    guard self.lifetimes.contains(lifetimeID) else { return }
+    self.origins[lifetimeID] = origin
   }
 
   // MARK: - Effect tasks
@@ -162,12 +161,12 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   /// A unit that was cancelled (and so finished) before it started, or whose store shut down, does
   /// not run.
   mutating func start(_ id: EffectID, in slot: Slot) -> Start {
-    guard let index = self.effects.index(forKey: id) else { return .skip(Resumptions()) }
+    guard let unit = self.effects[id]?.unit else { return .skip(Resumptions()) }
     guard self.phase != .shutDown else {
-      self.effects.values[index].unit.markCancelled()
+      unit.markCancelled()
       return .skip(self.remove(id))
     }
-    self.effects.values[index].phase = .running(slot)
+    _ = self.effects.update(id) { $0.phase = .running(slot) }
     return .run
   }
 
@@ -179,8 +178,8 @@ struct EffectStateMachine<Job, Waiter, Slot> {
 
   /// Called by the task that ran unit `id`, after its work returned.
   mutating func finish(_ id: EffectID) -> Finish {
-    guard let index = self.effects.index(forKey: id) else { return .finished(Resumptions()) }
-    if self.effects.values[index].pins > 0 { return .waitForCancellers }
+    guard let pins = self.effects[id]?.pins else { return .finished(Resumptions()) }
+    if pins > 0 { return .waitForCancellers }
     return .finished(self.remove(id))
   }
 
@@ -189,12 +188,10 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   ///
   /// A unit that is not pending is left alone.
   mutating func abandon(_ id: EffectID) -> Resumptions<Waiter> {
-    guard let index = self.effects.index(forKey: id),
-      case .pending = self.effects.values[index].phase
-    else {
+    guard let record = self.effects[id], case .pending = record.phase else {
       return Resumptions()
     }
-    self.effects.values[index].unit.markCancelled()
+    record.unit.markCancelled()
     return self.remove(id)
   }
 
@@ -209,11 +206,12 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   /// Parks the finishing task until its cancellers are done; returns the waiter when they already
   /// are.
   mutating func parkFinishing(_ id: EffectID, waiter: Waiter) -> Waiter? {
-    guard let index = self.effects.index(forKey: id), self.effects.values[index].pins > 0 else {
-      return waiter
+    let parked = self.effects.update(id) { record -> Bool in
+      guard record.pins > 0 else { return false }
+      record.finishWaiter = waiter
+      return true
     }
-    self.effects.values[index].finishWaiter = waiter
-    return nil
+    return parked == true ? nil : waiter
   }
 
   /// Removes a unit: from its identifiers, its lifetime, and the live count.
@@ -221,17 +219,14 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     var resumptions = Resumptions<Waiter>()
     guard let record = self.effects.removeValue(forKey: id) else { return resumptions }
     record.unit.markFinished()
-    for key in record.keys {
-      guard let index = self.registry.index(forKey: key) else { continue }
-      if self.registry.values[index].remove(id) {
-        self.registry.remove(at: index)
-      }
+    for key in record.keys where self.registry.update(key, { $0.remove(id) }) == true {
+      self.registry.removeValue(forKey: key)
     }
-    if let index = self.lifetimes.index(forKey: record.lifetime),
-      self.lifetimes.values[index].effects.remove(id)
+    if self.lifetimes.update(record.lifetime, { $0.effects.remove(id) }) == true,
+      let lifetime = self.lifetimes.removeValue(forKey: record.lifetime)
     {
-      let lifetime = self.lifetimes.remove(at: index).value
       resumptions.append(contentsOf: lifetime.waiters)
+      if !self.origins.isEmpty { self.origins.removeValue(forKey: record.lifetime) }
     }
     if self.isIdle { resumptions.append(contentsOf: self.takeIdleWaiters()) }
     return resumptions
@@ -275,30 +270,28 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     for lifetime in self.lifetimes.values.map(\.owner) {
       lifetime.markLifetimeCancelled()
     }
-    for id in Array(self.effects.keys) { self.cancel(id, into: &cancellation) }
+    for id in self.effects.keys { self.cancel(id, into: &cancellation) }
     return cancellation
   }
 
   private mutating func cancel(_ id: EffectID, into cancellation: inout Cancellation) {
-    guard let index = self.effects.index(forKey: id),
-      !self.effects.values[index].unit.isCancelled
-    else { return }
-    self.effects.values[index].unit.markCancelled()
+    guard let record = self.effects[id], !record.unit.isCancelled else { return }
+    record.unit.markCancelled()
     if !self.debounces.isEmpty {
       // NB: a cancelled unit under a debounce id may be its timer (cancelled with its
       // lifetime): the timer takes no new deadline; a newer debounced effect starts another.
-      for key in self.effects.values[index].keys {
+      for key in record.keys {
         if let slot = self.debounces.index(forKey: key) {
           self.debounces.values[slot].hasFired = true
         }
       }
     }
-    switch self.effects.values[index].phase {
+    switch record.phase {
     case .pending:
       // Never started: it is finished now, and its job will find nothing to run.
       cancellation.resumptions.append(contentsOf: self.remove(id))
     case .running(let slot):
-      self.effects.values[index].pins += 1
+      _ = self.effects.update(id) { $0.pins += 1 }
       cancellation.tasks.append((id, slot))
     }
   }
@@ -307,13 +300,13 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   mutating func unpin(_ ids: [EffectID]) -> Resumptions<Waiter> {
     var resumptions = Resumptions<Waiter>()
     for id in ids {
-      guard let index = self.effects.index(forKey: id) else { continue }
-      self.effects.values[index].pins -= 1
-      if self.effects.values[index].pins == 0, let waiter = self.effects.values[index].finishWaiter
-      {
-        self.effects.values[index].finishWaiter = nil
-        resumptions.append(waiter)
+      let waiter = self.effects.update(id) { record -> Waiter? in
+        record.pins -= 1
+        guard record.pins == 0, let waiter = record.finishWaiter else { return nil }
+        record.finishWaiter = nil
+        return waiter
       }
+      if let waiter = waiter ?? nil { resumptions.append(waiter) }
     }
     return resumptions
   }
@@ -323,9 +316,8 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   /// Waits for every unit of `lifetime` to finish; returns the waiter when there is nothing to wait
   /// for.
   mutating func wait(for lifetime: any EffectUnit, _ waiter: Waiter) -> Waiter? {
-    guard let index = self.lifetimes.index(forKey: LifetimeID(lifetime)) else { return waiter }
-    self.lifetimes.values[index].waiters.append(waiter)
-    return nil
+    let waiting: Void? = self.lifetimes.update(LifetimeID(lifetime)) { $0.waiters.append(waiter) }
+    return waiting == nil ? waiter : nil
   }
 
   func isFinished(_ lifetime: any EffectUnit) -> Bool {
@@ -509,7 +501,7 @@ struct EffectStateMachine<Job, Waiter, Slot> {
 
   /// The unit running in the slot `matches` picks (a linear search: failure reports only).
   func runningUnit(where matches: (Slot) -> Bool) -> EffectID? {
-    for (id, record) in self.effects {
+    for (id, record) in self.effects.entries {
       if case .running(let slot) = record.phase, matches(slot) { return id }
     }
     return nil
@@ -526,7 +518,7 @@ struct EffectStateMachine<Job, Waiter, Slot> {
 
   /// The origins of the lifetimes with unfinished units, in the order they were sent.
   var unfinishedOrigins: [EffectOrigin] {
-    self.lifetimes.values.compactMap(\.origin).sorted { $0.sequence < $1.sequence }
+    self.origins.values.sorted { $0.sequence < $1.sequence }
   }
 }
 

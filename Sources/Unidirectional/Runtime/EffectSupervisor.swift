@@ -21,17 +21,30 @@ import Synchronization
   }
 
   private let guarded = LockedBox(Guarded())
-  /// The executor effect tasks prefer (a test store's), if any.
-  let executorPreference: (any TaskExecutor)?
-  /// The test executor effects settle on (``TestClock``), when the preference is one.
-  private let drainer: (any ManualDrainer)?
-  private let reporter: IssueReporter
-  /// Whether effect tasks bind only ``current`` (the store's reporter is the default one and no
-  /// test executor drives them): one task-local, so one frame fewer in every suspended effect.
-  private let bindsOnlyItself: Bool
+  /// A test executor, a custom reporter or an observer; `nil` for a plain store's effects (the
+  /// supervisor is then ~80 B smaller).
+  private let extras: Extras?
   private let effectsEnded: @Sendable () async -> Void
-  /// The store's observer: effect events.
-  let observer: (any StoreObserver)?
+
+  /// What only some stores' effects need.
+  private final class Extras: Sendable {
+    let executorPreference: (any TaskExecutor)?
+    /// The test executor effects settle on (``TestClock``), when the preference is one.
+    let drainer: (any ManualDrainer)?
+    let reporter: IssueReporter
+    let observer: (any StoreObserver)?
+
+    init(
+      executorPreference: (any TaskExecutor)?,
+      reporter: IssueReporter,
+      observer: (any StoreObserver)?
+    ) {
+      self.executorPreference = executorPreference
+      self.drainer = executorPreference as? any ManualDrainer
+      self.reporter = reporter
+      self.observer = observer
+    }
+  }
 
   /// The supervisor of the effect the current task runs, for `withTaskCancellation(id:)`.
   @TaskLocal static var current: EffectSupervisor?
@@ -42,13 +55,23 @@ import Synchronization
     observer: (any StoreObserver)? = nil,
     effectsEnded: @escaping @Sendable () async -> Void = {}
   ) {
-    self.executorPreference = executorPreference
-    self.drainer = executorPreference as? any ManualDrainer
-    self.reporter = reporter
-    self.bindsOnlyItself = reporter.isDefault && self.drainer == nil
-    self.observer = observer
+    if executorPreference == nil && reporter.isDefault && observer == nil {
+      self.extras = nil
+    } else {
+      self.extras = Extras(
+        executorPreference: executorPreference,
+        reporter: reporter,
+        observer: observer
+      )
+    }
     self.effectsEnded = effectsEnded
   }
+
+  /// The executor effect tasks prefer (a test store's), if any.
+  var executorPreference: (any TaskExecutor)? { self.extras?.executorPreference }
+
+  /// The store's observer: effect events.
+  var observer: (any StoreObserver)? { self.extras?.observer }
 
   // MARK: - Registering and submitting
 
@@ -90,35 +113,33 @@ import Synchronization
 
   // MARK: - Effect tasks
 
-  /// The body of an effect task: the store's task-locals around the job, then the count the
-  /// machine took in ``apply(_:jobs:)``.
-  ///
-  /// Each job type starts its own task (``EffectJob/startTask(on:)``) with a closure literal that
-  /// calls this, so the job's concrete `run` inlines into the task's first frame: every frame of
-  /// a suspended effect costs memory (the task allocator grows in 1 KB slabs).
-  @inline(__always)
-  func runTask(_ job: () async -> Void) async {
-    if self.bindsOnlyItself {
-      await EffectSupervisor.$current.withValue(self, operation: job)
-    } else {
-      await self.runTaskBindingEverything(job)
-    }
-    if self.taskEnded() { await self.effectsEnded() }
+  /// Whether effect tasks bind only ``current`` (see ``runBindingEverything(_:)``): the store's
+  /// reporter is the default and no test executor drives them.
+  var bindsOnlyItself: Bool {
+    self.extras?.drainer == nil && self.extras?.reporter.isDefault != false
   }
 
-  private func runTaskBindingEverything(_ job: () async -> Void) async {
+  /// Runs `job` with every task-local of the store bound: the supervisor, the store's issue
+  /// reporter and the test drainer (when they are not the defaults).
+  ///
+  /// NB: each job type starts its own task (``EffectJob/startTask(on:)``) and, in the common case,
+  /// binds only ``current`` there with a closure literal: passing a closure *value* to
+  /// `TaskLocal.withValue` costs a reabstraction thunk frame (240 B), and every frame of a
+  /// suspended effect costs memory (the task allocator grows in 1 KB slabs).
+  func runBindingEverything(_ job: () async -> Void) async {
     await EffectSupervisor.$current.withValue(self) {
-      await IssueReporter.$current.withValue(self.reporter) {
-        await TestExecution.$drainer.withValue(self.drainer, operation: job)
+      await IssueReporter.$current.withValue(self.extras?.reporter ?? .default) {
+        await TestExecution.$drainer.withValue(self.extras?.drainer, operation: job)
       }
     }
   }
 
-  /// Counts an effect task's end; `true` when it was the last after shutdown.
-  private func taskEnded() -> Bool {
+  /// Counts an effect task's end (the count the machine took in ``apply(_:jobs:)``); the last one
+  /// after shutdown lets go of what effects needed.
+  func taskEnded() async {
     let end = self.guarded.withLock { $0.machine.jobEnded() }
     Self.resume(end.resumptions)
-    return end.ended
+    if end.ended { await self.effectsEnded() }
   }
 
   // MARK: - Running and finishing units
@@ -367,6 +388,11 @@ import Synchronization
   }
 
   // MARK: - Introspection (tests and benchmarks)
+
+  /// No unit is live and no effect task is alive.
+  var isIdle: Bool {
+    self.guarded.withLock { $0.machine.isIdle }
+  }
 
   /// Units registered and not finished.
   var liveCount: Int {

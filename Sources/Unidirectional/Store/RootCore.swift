@@ -15,7 +15,7 @@ import Synchronization
 /// reducer receives `currentState` inout and cannot reach the core). The checks were ~15% of a
 /// `send`.
 @usableFromInline
-final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
+final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdown {
   @usableFromInline @exclusivity(unchecked) var currentState: State
   @usableFromInline let reducer: (inout State, Action) -> Effect<Action>
   /// `sendNow(_:location:)`, formed specialized in the feature's module.
@@ -41,17 +41,11 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
   }
   /// `dependencies`, unretained: what a reduce installs, with no reference counting.
   @usableFromInline @exclusivity(unchecked) var dependenciesPointer: UnsafeMutableRawPointer
-  @usableFromInline let reporter: IssueReporter
-  let executorPreference: (any TaskExecutor)?
-  @usableFromInline let observer: (@Sendable (StoreEvent<State, Action>) -> Void)?
-  /// The public observer (``StoreObserver``), if any.
+  /// The public observer (``StoreObserver``), if any (then ``extras`` is set too).
   @usableFromInline let storeObserver: (any StoreObserver<State, Action>)?
-  /// `==` when `State` is `Equatable` and there is an observer (for `stateChanged`).
-  let stateComparison: ((State, State) -> Bool)?
-  /// Whether the observer heard of the shutdown.
-  @exclusivity(unchecked) var hasNotifiedShutDown = false
-  @usableFromInline let recordsOrigins: Bool
-  @usableFromInline let checksDelivery: Bool
+  /// A custom issue reporter, observers, a test executor and test switches; `nil` for a plain
+  /// store, which is then smaller and checks one field per reduce.
+  @usableFromInline let extras: RootCoreExtras<State, Action>?
 
   /// Actions sent synchronously (`.send`), reduced in order before `send` returns.
   @usableFromInline @exclusivity(unchecked) var queue: [(Action, EffectToken?)] = []
@@ -71,8 +65,6 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
   @usableFromInline @exclusivity(unchecked) var isClosed = false
   /// Set by ``shutdown()``: effects' actions are dropped too.
   @usableFromInline @exclusivity(unchecked) var hasShutDown = false
-  /// Actions passed to `send` so far (orders effect origins in diagnostics).
-  @usableFromInline @exclusivity(unchecked) var sendCount = 0
 
   @usableFromInline
   init(
@@ -93,22 +85,31 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
     let dependencies = DependencyBox.make(configuration.dependencies)
     self.dependencies = dependencies
     self.dependenciesPointer = Unmanaged.passUnretained(dependencies).toOpaque()
+    let reporter: IssueReporter
     if let storeObserver {
-      let reporter = configuration.reporter
-      self.reporter = IssueReporter { issue in
+      let configured = configuration.reporter
+      reporter = IssueReporter { issue in
         storeObserver.issueReported(issue)
-        reporter(issue)
+        configured(issue)
       }
-      self.stateComparison = makeStateComparison(State.self)
     } else {
-      self.reporter = configuration.reporter
-      self.stateComparison = nil
+      reporter = configuration.reporter
     }
     self.storeObserver = storeObserver
-    self.executorPreference = configuration.executorPreference
-    self.observer = observer
-    self.recordsOrigins = configuration.recordsOrigins
-    self.checksDelivery = configuration.checksDelivery
+    let isPlain =
+      storeObserver == nil && observer == nil && configuration.executorPreference == nil
+      && !configuration.recordsOrigins && configuration.checksDelivery && reporter.isDefault
+    self.extras =
+      isPlain
+      ? nil
+      : RootCoreExtras(
+        reporter: reporter,
+        observer: observer,
+        stateComparison: storeObserver == nil ? nil : makeStateComparison(State.self),
+        executorPreference: configuration.executorPreference,
+        recordsOrigins: configuration.recordsOrigins,
+        checksDelivery: configuration.checksDelivery
+      )
   }
 
   /// Creates a root core and its specialized entry points, in the caller's module.
@@ -139,6 +140,19 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
     self.currentState
   }
 
+  /// Numbers origins in the order their actions were sent.
+  func nextOriginSequence() -> Int {
+    guard let extras = self.extras else { return 0 }
+    extras.sendCount &+= 1
+    return extras.sendCount
+  }
+
+  /// Where the store reports issues.
+  @usableFromInline
+  var reporter: IssueReporter {
+    self.extras?.reporter ?? .default
+  }
+
   @usableFromInline
   var isShutDown: Bool {
     self.isClosed
@@ -147,6 +161,10 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
   @usableFromInline
   var supervisor: EffectSupervisor? {
     self.supervisorReference.load()
+  }
+
+  @usableFromInline var phasedShutdown: any PhasedShutdown {
+    self
   }
 
   // MARK: - Sending
@@ -168,13 +186,12 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
       self.reportSendAfterShutdown(action, location: location)
       return StoreTask()
     }
-    self.sendCount &+= 1
     self.process(action, origin: .send)
     if self.planner.isEmpty { return StoreTask() }
     self.submitPlanned()
     guard let lifetime = self.planner.lifetime else { return StoreTask() }
     self.planner.lifetime = nil
-    if self.recordsOrigins {
+    if self.extras?.recordsOrigins == true {
       self.recordOrigin(of: lifetime, action: action, location: location)
     }
     return StoreTask(lifetime: lifetime, supervisor: self.supervisor)
@@ -186,7 +203,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
   @inlinable
   func receive(_ action: Action, from token: any EffectUnit) {
     let flags = token.loadFlags()
-    if flags & UnitFlags.cancelled != 0 && self.checksDelivery { return }
+    if flags & UnitFlags.cancelled != 0 && (self.extras?.checksDelivery ?? true) { return }
     if flags & UnitFlags.finished != 0 {
       if flags & UnitFlags.cancelled == 0 { reportSendAfterFinish(action, to: self.reporter) }
       return
@@ -227,6 +244,34 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
 
   @inlinable
   func reduce(_ action: Action, origin: StoreEventOrigin) {
+    let effect: Effect<Action>
+    // NB: `!= nil`, not `if let`: binding the reference copies it, a retain and release per reduce
+    // (7% of an observed send); reading a `let` field of `self` borrows it.
+    if self.extras != nil {
+      effect = self.reduceObserved(action, origin: origin)
+    } else {
+      let previous = ReducerDependencies.install(self.dependenciesPointer)
+      effect = self.reducer(&self.currentState, action)
+      ReducerDependencies.restore(previous)
+      if let broadcaster = self.broadcaster, broadcaster.hasSubscribers {
+        broadcaster.publish(self.currentState)
+      }
+    }
+    switch effect.operation {
+    case .none:
+      return
+    case .send(let next):
+      self.queue.append((next, nil))
+      self.queueCount += 1
+    default:
+      self.plan(effect)
+    }
+  }
+
+  /// Reduces with observers: the public one hears of the action and the state change, then
+  /// `states` readers get the state, then the test harness the event.
+  @inlinable
+  func reduceObserved(_ action: Action, origin: StoreEventOrigin) -> Effect<Action> {
     let previous = ReducerDependencies.install(self.dependenciesPointer)
     let effect: Effect<Action>
     if let storeObserver = self.storeObserver {
@@ -241,18 +286,10 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
     if let broadcaster = self.broadcaster, broadcaster.hasSubscribers {
       broadcaster.publish(self.currentState)
     }
-    if let observer = self.observer {
+    if let observer = self.extras?.observer {
       observer(StoreEvent(action: action, state: self.currentState, origin: origin))
     }
-    switch effect.operation {
-    case .none:
-      return
-    case .send(let next):
-      self.queue.append((next, nil))
-      self.queueCount += 1
-    default:
-      self.plan(effect)
-    }
+    return effect
   }
 
   /// Tells the observer about a reduced action and the state change.
@@ -271,14 +308,16 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
       actionOrigin = self.planner.source.map { .effect(EffectReference($0)) } ?? .immediate
     }
     observer.actionReduced(action, origin: actionOrigin)
-    if let isEqual = self.stateComparison, isEqual(oldState, self.currentState) { return }
+    if let isEqual = self.extras?.stateComparison, isEqual(oldState, self.currentState) { return }
     observer.stateChanged(from: oldState, to: self.currentState)
   }
 
   /// Tells the observer, once, that the store shut down.
   func notifyShutDown() {
-    guard let storeObserver = self.storeObserver, !self.hasNotifiedShutDown else { return }
-    self.hasNotifiedShutDown = true
+    guard let storeObserver = self.storeObserver, let extras = self.extras,
+      !extras.hasNotifiedShutDown
+    else { return }
+    extras.hasNotifiedShutDown = true
     storeObserver.storeShutDown()
   }
 
@@ -319,7 +358,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
   func makeSupervisor() -> EffectSupervisor {
     let isolation = self.isolation
     let supervisor = EffectSupervisor(
-      executorPreference: self.executorPreference,
+      executorPreference: self.extras?.executorPreference,
       reporter: self.reporter,
       observer: self.storeObserver,
       effectsEnded: { await isolation.release() }
@@ -332,7 +371,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
   func recordOrigin(of lifetime: any EffectUnit, action: Action, location: SourceLocation) {
     self.supervisor?.setOrigin(
       EffectOrigin(
-        sequence: self.sendCount,
+        sequence: self.nextOriginSequence(),
         action: debugDescription(of: action),
         fileID: "\(location.fileID)",
         filePath: "\(location.filePath)",
@@ -367,37 +406,72 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore {
 
   @usableFromInline
   func shutdown(gracePeriod: Duration, clock: (any Clock<Duration>)?) async {
-    guard !self.isClosed else { return }
-    defer { self.notifyShutDown() }
-    let clock = clock ?? self.dependencies.values.continuousClock
     // 1. Reject sends; let running effects finish (their actions are still reduced).
-    self.close()
+    guard self.closeForShutdown() else { return }
+    let clock = clock ?? self.shutdownClock
     guard let supervisor = self.supervisor else {
-      self.hasShutDown = true
+      self.cancelForShutdown()
+      self.completeShutdown(effectsEnded: true, gracePeriod: gracePeriod)
       return
     }
-    let finishedInTime = await firstToFinish(
-      { await supervisor.waitUntilIdle() },
-      orAfter: gracePeriod,
-      on: clock
-    )
+    var ended = supervisor.isIdle
+    if !ended && gracePeriod > .zero {
+      ended = await firstToFinish(
+        { await supervisor.waitUntilIdle() },
+        orAfter: gracePeriod,
+        on: clock
+      )
+    }
     // 2. Cancel what is left, and stop.
-    self.hasShutDown = true
-    supervisor.shutDown()
-    if finishedInTime || supervisor.liveCount == 0 {
-      await supervisor.waitUntilEnded()
-      self.releaseFromEffects()
-      return
-    }
+    self.cancelForShutdown()
     // 3. Give cancelled effects the same grace (at least a second) to end; report the ones that
     // ignore it. NB: a zero grace period still lets cancellation reach every effect.
-    let ended = await firstToFinish(
-      { await supervisor.waitUntilIdle() },
-      orAfter: max(gracePeriod, .seconds(1)),
-      on: clock
-    )
-    if ended {
+    ended = ended || supervisor.isIdle
+    if !ended {
+      ended = await firstToFinish(
+        { await supervisor.waitUntilIdle() },
+        orAfter: max(gracePeriod, Self.cancellationGrace),
+        on: clock
+      )
+    }
+    if !ended && supervisor.liveCount == 0 {
+      // Only tasks with nothing left to run (their units were cancelled before they started).
       await supervisor.waitUntilEnded()
+      ended = true
+    }
+    self.completeShutdown(effectsEnded: ended, gracePeriod: gracePeriod)
+  }
+
+  /// How long cancelled effects have to end, at least, before a graceful shutdown reports them.
+  static var cancellationGrace: Duration { .seconds(1) }
+
+  // MARK: - Shutting down in phases (a graceful shutdown, alone or in a group)
+
+  /// Rejects later sends (their actions are not reduced; effects' actions still are); `false` if
+  /// the store was already closed.
+  @usableFromInline func closeForShutdown() -> Bool {
+    guard !self.isClosed else { return false }
+    self.close()
+    return true
+  }
+
+  /// The clock a graceful shutdown measures its grace period on by default.
+  @usableFromInline var shutdownClock: any Clock<Duration> {
+    self.dependencies.values.continuousClock
+  }
+
+  /// Cancels every effect; their actions are no longer reduced.
+  @usableFromInline func cancelForShutdown() {
+    self.hasShutDown = true
+    self.supervisor?.shutDown()
+  }
+
+  /// Ends a graceful shutdown: lets effects' deliveries go once they have ended, or reports the
+  /// ones that ignored cancellation, and tells the observer.
+  @usableFromInline func completeShutdown(effectsEnded: Bool, gracePeriod: Duration) {
+    defer { self.notifyShutDown() }
+    guard let supervisor = self.supervisor else { return }
+    if effectsEnded {
       self.releaseFromEffects()
       return
     }
@@ -505,5 +579,40 @@ func firstToFinish(
     let first = await group.next() ?? false
     group.cancelAll()
     return first
+  }
+}
+
+/// What a root core holds only when it reports to a custom reporter, is observed, is driven by
+/// a test executor or is switched for a test: kept out of line (an idle plain store is ~80 B
+/// smaller).
+@usableFromInline
+final class RootCoreExtras<State: Sendable, Action: Sendable> {
+  /// Where the store reports issues (the observer's wrapper around the configured one).
+  @usableFromInline let reporter: IssueReporter
+  @usableFromInline let observer: (@Sendable (StoreEvent<State, Action>) -> Void)?
+  /// `==` when `State` is `Equatable` and there is an observer (for `stateChanged`).
+  let stateComparison: ((State, State) -> Bool)?
+  let executorPreference: (any TaskExecutor)?
+  @usableFromInline let recordsOrigins: Bool
+  @usableFromInline let checksDelivery: Bool
+  /// Whether the observer heard of the shutdown (touched only on the store's executor).
+  @exclusivity(unchecked) var hasNotifiedShutDown = false
+  /// Origins recorded so far (orders them in diagnostics).
+  @exclusivity(unchecked) var sendCount = 0
+
+  init(
+    reporter: IssueReporter,
+    observer: (@Sendable (StoreEvent<State, Action>) -> Void)?,
+    stateComparison: ((State, State) -> Bool)?,
+    executorPreference: (any TaskExecutor)?,
+    recordsOrigins: Bool,
+    checksDelivery: Bool
+  ) {
+    self.reporter = reporter
+    self.observer = observer
+    self.stateComparison = stateComparison
+    self.executorPreference = executorPreference
+    self.recordsOrigins = recordsOrigins
+    self.checksDelivery = checksDelivery
   }
 }

@@ -47,6 +47,10 @@ final class ScopedCore<
     self.root.supervisor
   }
 
+  @usableFromInline var phasedShutdown: any PhasedShutdown {
+    self.root
+  }
+
   @usableFromInline
   func send(_ action: Action, location: SourceLocation) -> StoreTask {
     if let sendAction = self.sendAction {

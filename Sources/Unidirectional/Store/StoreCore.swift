@@ -33,6 +33,26 @@
 
   /// The root store's effects, once it has started one.
   var supervisor: EffectSupervisor? { get }
+
+  /// The root core, which shuts down in phases (``StoreGroup``).
+  var phasedShutdown: any PhasedShutdown { get }
+}
+
+/// A root core's graceful shutdown, one phase at a time.
+///
+/// A ``StoreGroup`` runs each phase for all its stores and waits for them together (one timer for
+/// the group, not a task per store). Called on the store's executor.
+@usableFromInline protocol PhasedShutdown: AnyObject {
+  /// Rejects later sends; `false` if the store was already closed.
+  func closeForShutdown() -> Bool
+  /// The clock the grace period is measured on by default.
+  var shutdownClock: any Clock<Duration> { get }
+  /// Cancels every effect.
+  func cancelForShutdown()
+  /// Lets go of the effects' way back once they ended, or reports those that did not.
+  func completeShutdown(effectsEnded: Bool, gracePeriod: Duration)
+  /// The store's effects, once it has started one.
+  var supervisor: EffectSupervisor? { get }
 }
 
 /// The location of a call, as the `#fileID`-style values tools report.

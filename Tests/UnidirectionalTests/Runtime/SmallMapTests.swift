@@ -1,0 +1,77 @@
+import Testing
+
+@testable import Unidirectional
+
+/// The state machine's inline-first map: every transition between no entry, one inline entry and
+/// a dictionary.
+@Suite struct SmallMapTests {
+  @Test func oneEntryStaysInlineAndASecondSpillsIntoADictionary() {
+    var map = SmallMap<String, Int>()
+    #expect(map.isEmpty && map.count == 0 && map["a"] == nil)
+    map.insert(1, forKey: "a")
+    #expect(!map.isEmpty && map.count == 1 && map["a"] == 1 && map.contains("a"))
+    map.insert(2, forKey: "a")  // replaces, still one
+    #expect(map.count == 1 && map["a"] == 2)
+    map.insert(3, forKey: "b")
+    #expect(map.count == 2 && map["a"] == 2 && map["b"] == 3)
+    map.insert(4, forKey: "c")
+    #expect(Set(map.keys) == ["a", "b", "c"])
+    #expect(map.values.sorted() == [2, 3, 4])
+    #expect(map.entries.map(\.key).sorted() == ["a", "b", "c"])
+  }
+
+  @Test func updatingChangesTheValueInPlaceAndMissesUnknownKeys() {
+    var map = SmallMap<String, [Int]>()
+    #expect(map.update("a", { $0.append(1) }) == nil)
+    map.insert([1], forKey: "a")
+    #expect(
+      map.update(
+        "a",
+        { value -> Int in
+          value.append(2)
+          return value.count
+        }
+      ) == 2
+    )
+    #expect(map.update("b", { $0.append(9) }) == nil)
+    map.insert([7], forKey: "b")
+    _ = map.update("b") { $0.append(8) }
+    #expect(map["a"] == [1, 2] && map["b"] == [7, 8])
+  }
+
+  @Test func removingFallsBackToInlineThenToEmpty() {
+    var map = SmallMap<String, Int>()
+    #expect(map.removeValue(forKey: "a") == nil)
+    map.insert(1, forKey: "a")
+    #expect(map.removeValue(forKey: "b") == nil)
+    map.insert(2, forKey: "b")
+    map.insert(3, forKey: "c")
+    #expect(map.removeValue(forKey: "missing") == nil && map.count == 3)
+    #expect(map.removeValue(forKey: "a") == 1)
+    #expect(map.removeValue(forKey: "b") == 2)
+    #expect(map.count == 1 && map["c"] == 3)
+    _ = map.update("c") { $0 += 1 }
+    #expect(map["c"] == 4)
+    #expect(map.removeValue(forKey: "c") == 4)
+    #expect(map.isEmpty && map.keys.isEmpty && map.values.isEmpty && map.entries.isEmpty)
+    map.insert(5, forKey: "d")
+    map.insert(6, forKey: "e")
+    map.removeAll()
+    #expect(map.isEmpty)
+  }
+
+  @Test func aMachineWithOneLiveEffectKeepsItsRecordsInline() {
+    var machine = EffectStateMachine<String, String, String>()
+    let unit = EffectToken(lifetime: nil)
+    let key = CancelKey("id", scope: nil)
+    machine.register(unit, keys: [key])
+    #expect(machine.liveCount == 1 && machine.registeredIdentifierCount == 1)
+    _ = machine.start(unit.id, in: "task")
+    guard case .finished = machine.finish(unit.id) else {
+      Issue.record("the unit did not finish")
+      return
+    }
+    #expect(machine.liveCount == 0 && machine.registeredIdentifierCount == 0)
+    #expect(machine.isFinished(unit))
+  }
+}
