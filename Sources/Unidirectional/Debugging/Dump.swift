@@ -17,6 +17,12 @@ private struct Dumper {
 
   mutating func dump(_ value: Any, indent: Int) -> String {
     let mirror = Mirror(reflecting: value)
+    // NB: optionals first: a dynamic cast sees through them (`Optional(3) is any BinaryInteger`),
+    // and the scalar case would print "Optional(3)".
+    if mirror.displayStyle == .optional {
+      guard let wrapped = mirror.children.first?.value else { return "nil" }
+      return self.dump(wrapped, indent: indent)
+    }
     switch value {
     case let string as String:
       return Self.quote(string)
@@ -28,10 +34,6 @@ private struct Dumper {
       break
     }
     switch mirror.displayStyle {
-    case .optional:
-      guard let wrapped = mirror.children.first?.value else { return "nil" }
-      return self.dump(wrapped, indent: indent)
-
     case .enum:
       let description = "\(value)"
       let caseName = description.prefix { $0 != "(" }
