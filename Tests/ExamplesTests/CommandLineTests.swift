@@ -89,15 +89,93 @@ import Glibc
     #expect(seen.contains("Stopped after checking"))
   }
 
-  @Test func effectsBasicsFollowsPipedCommands() throws {
-    let result = try Self.run("effects-basics", [], input: Data("+\n+\n-\nnope\nquit\n".utf8))
+  /// The README's transcript: piped commands are echoed and print the same on every run.
+  @Test func effectsBasicsFollowsPipedCommandsTheSameWayEveryTime() throws {
+    let input = Data("+\n-\n-\nnope\nquit\n".utf8)
+    let expected = """
+      effects-basics: type 'help' for commands
+      count: 0
+      > +
+      count: 1
+      > -
+      count: 0
+      > -
+      count: -1
+      > nope
+      unknown command 'nope'; type 'help' for the list
+      > quit
+      bye
+
+      """
+    for _ in 0..<5 {
+      let result = try Self.run("effects-basics", [], input: input)
+      #expect(result.status == 0)
+      #expect(result.output == expected)
+    }
+  }
+
+  @Test func effectsBasicsLetsComputationsFinishBeforeTheNextPipedCommand() throws {
+    let result = try Self.run("effects-basics", [], input: Data("prime\n+\nfact\n".utf8))
     #expect(result.status == 0)
-    // The state printer reads `store.states`, which skips to the latest state when it falls
-    // behind: only the last state is certain to be printed.
-    let stateLines = result.output.split(separator: "\n").filter { $0.hasPrefix("count: ") }
-    #expect(stateLines.last == "count: 1")
-    #expect(result.output.contains("unknown command 'nope'; type 'help' for the list"))
-    #expect(result.output.hasSuffix("bye\n"))
+    #expect(
+      result.output.hasSuffix(
+        """
+        > prime
+        count: 0 | prime: 0%
+        count: 0 | fact: The 1st prime is 2.
+        > +
+        count: 1 | fact: The 1st prime is 2.
+        > fact
+        count: 1
+        count: 1 | fact: 1 is odd, a perfect square (1²), has a digit sum of 1.
+        bye
+
+        """
+      )
+    )
+  }
+
+  @Test func effectsBasicsRefusesAnOverlongLineWithoutBufferingIt() throws {
+    var input = Data(repeating: UInt8(ascii: "a"), count: 5_000_000)
+    input.append(contentsOf: Array("\n+\nquit\n".utf8))
+    let result = try Self.run("effects-basics", [], input: input)
+    #expect(result.status == 0)
+    #expect(
+      result.output.contains("error: a line longer than 1024 bytes was ignored\n> +\ncount: 1\n")
+    )
+  }
+
+  /// Typed on a terminal, the input stays open between commands: each command's output must
+  /// appear without waiting for the next line (it once froze until another line was typed).
+  @Test func effectsBasicsAnswersEachLineWhileTheInputStaysOpen() throws {
+    let process = Process()
+    process.executableURL = Self.productsDirectory.appendingPathComponent("effects-basics")
+    let output = Pipe()
+    let input = Pipe()
+    process.standardOutput = output
+    process.standardInput = input
+    try process.run()
+    var seen = ""
+    func readUntil(_ text: String) {
+      // NB: blocks on the pipe until the program writes; no sleeping, no polling.
+      while !seen.contains(text) {
+        let data = output.fileHandleForReading.availableData
+        if data.isEmpty { return }
+        seen += String(decoding: data, as: UTF8.self)
+      }
+    }
+    readUntil("count: 0\n")
+    input.fileHandleForWriting.write(Data("help\n".utf8))
+    readUntil("quit    exit at once")
+    #expect(seen.contains("commands (one per line):"))
+    input.fileHandleForWriting.write(Data("timer\n".utf8))
+    readUntil("count: 1 | timer: on")  // the first tick, a second later, with no more input
+    input.fileHandleForWriting.write(Data("stop\nquit\n".utf8))
+    readUntil("bye\n")
+    try input.fileHandleForWriting.close()
+    process.waitUntilExit()
+    #expect(process.terminationStatus == 0)
+    #expect(seen.hasSuffix("> stop\ncount: 1\n> quit\nbye\n"))
   }
 
   @Test func effectsBasicsSurvivesRandomBytes() throws {

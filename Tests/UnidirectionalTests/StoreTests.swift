@@ -229,6 +229,31 @@ struct StoreTests {
     #expect(task?.isFinished == true)
   }
 
+  /// `@main` programs and `@MainActor` tests create stores on the main actor: the closures the
+  /// initializer takes are formed there and must not need sending into the store.
+  @MainActor
+  @Test func aStoreIsCreatedFromTheMainActor() async {
+    let label = NonSendableLabel(text: "main")
+    let store = Store(initialState: Feature.State()) {
+      Reduce<Feature.State, Feature.Action> { state, action in
+        state.log.append(label.text)
+        return .none
+      }
+    } withDependencies: { _ in
+      _ = label.text
+    }
+    await store.send(.increment)
+    #expect(await store.state.log == ["main"])
+    let observed = Store(initialState: 0, observer: SilentObserver()) {
+      Reduce<Int, Int> { state, action in
+        state += action
+        return .none
+      }
+    }
+    await observed.send(2)
+    #expect(await observed.state == 2)
+  }
+
   @Test func effectBodiesDoNotRunOnTheStore() async {
     // Statically: the body is `@concurrent`, so it runs on no actor.
     let isolation = LockIsolated<String?>("unset")
@@ -261,4 +286,15 @@ struct StoreTests {
     await spin.finish()
     #expect(await store.state == 1)
   }
+}
+
+/// A value the closures above capture that is not `Sendable`.
+private final class NonSendableLabel {
+  let text: String
+  init(text: String) { self.text = text }
+}
+
+private struct SilentObserver: StoreObserver {
+  typealias State = Int
+  typealias Action = Int
 }

@@ -1,3 +1,4 @@
+import ExampleFeatures
 import Synchronization
 import Unidirectional
 

@@ -1,3 +1,5 @@
+import ExampleFeatures
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -143,70 +145,4 @@ struct SocketError: Error, CustomStringConvertible {
   init(_ operation: String, _ code: Int32) {
     self.description = "\(operation): \(String(cString: strerror(code)))"
   }
-}
-
-/// Splits a byte stream into lines, refusing lines longer than `maximum` bytes without buffering
-/// them.
-struct LineFramer {
-  enum Item: Equatable {
-    case line(String)
-    case tooLong
-  }
-
-  let maximum: Int
-  private var pending: [UInt8] = []
-  private var discarding = false
-
-  init(maximum: Int) {
-    self.maximum = maximum
-  }
-
-  mutating func feed(_ bytes: UnsafeRawBufferPointer, into items: inout [Item]) {
-    for byte in bytes {
-      if byte == UInt8(ascii: "\n") {
-        if self.discarding {
-          self.discarding = false
-        } else {
-          if self.pending.last == UInt8(ascii: "\r") { self.pending.removeLast() }
-          items.append(.line(String(decoding: self.pending, as: UTF8.self)))
-        }
-        self.pending.removeAll(keepingCapacity: self.pending.count <= 4_096)
-      } else if !self.discarding {
-        if self.pending.count == self.maximum {
-          self.discarding = true
-          self.pending = []
-          items.append(.tooLong)
-        } else {
-          self.pending.append(byte)
-        }
-      }
-    }
-  }
-}
-
-/// Runs `body` on a new thread (blocking socket work stays off the cooperative pool).
-func startThread(_ body: @escaping @Sendable () -> Void) {
-  final class Box: Sendable {
-    let body: @Sendable () -> Void
-    init(_ body: @escaping @Sendable () -> Void) { self.body = body }
-  }
-  var thread = pthread_t()
-  var attributes = pthread_attr_t()
-  pthread_attr_init(&attributes)
-  pthread_attr_setstacksize(&attributes, 256 * 1024)
-  let context = Unmanaged.passRetained(Box(body)).toOpaque()
-  let created = pthread_create(
-    &thread,
-    &attributes,
-    { context in
-      guard let context else { return nil }
-      let box = Unmanaged<Box>.fromOpaque(context).takeRetainedValue()
-      box.body()
-      return nil
-    },
-    context
-  )
-  pthread_attr_destroy(&attributes)
-  precondition(created == 0, "pthread_create failed: \(created)")
-  pthread_detach(thread)
 }

@@ -137,15 +137,27 @@ import Synchronization
   /// Counts an effect task's end (the count the machine took in ``apply(_:jobs:)``); the last one
   /// after shutdown lets go of what effects needed.
   func taskEnded() async {
+    if self.endTask() { await self.effectsEnded() }
+  }
+
+  // NB: the synchronous steps that take the lock are `@inline(never)` wherever an effect's task
+  // calls them: inlined into the task's async frames, the machine's temporaries (records copied
+  // out of its maps) grew those frames past a slab of the task allocator: one more 1 KB malloc
+  // per effect (`AllocationGates`) and per suspended effect.
+
+  /// The synchronous part of ``taskEnded()``; `true` when it was the last task after shutdown.
+  @inline(never)
+  private func endTask() -> Bool {
     let end = self.guarded.withLock { $0.machine.jobEnded() }
     Self.resume(end.resumptions)
-    if end.ended { await self.effectsEnded() }
+    return end.ended
   }
 
   // MARK: - Running and finishing units
 
   /// Called by the task about to run a unit; `false` (and the unit is finished) when it must not
   /// run.
+  @inline(never)
   func start(_ token: any EffectUnit) -> Bool {
     withUnsafeCurrentTask { task in
       guard let task else { preconditionFailure("An effect started outside a task.") }
@@ -163,7 +175,7 @@ import Synchronization
   /// Called by the task that ran a unit, after its work returned.
   func finish(_ token: any EffectUnit) async {
     while true {
-      switch self.guarded.withLock({ $0.machine.finish(token.id) }) {
+      switch self.finishNow(token) {
       case .finished(let resumptions):
         Self.resume(resumptions)
         return
@@ -178,6 +190,11 @@ import Synchronization
     }
   }
 
+  @inline(never)
+  private func finishNow(_ token: any EffectUnit) -> Machine.Finish {
+    self.guarded.withLock { $0.machine.finish(token.id) }
+  }
+
   /// Finishes a unit whose synchronous work (a cancellable `.send`) the store did itself.
   @usableFromInline
   func complete(_ token: any EffectUnit) {
@@ -186,6 +203,7 @@ import Synchronization
   }
 
   /// Finishes a unit whose job will not run it.
+  @inline(never)
   func abandon(_ token: any EffectUnit) {
     Self.resume(self.guarded.withLock { $0.machine.abandon(token.id) })
   }
@@ -292,6 +310,7 @@ import Synchronization
   // MARK: - Observing
 
   /// Records the error the effect running in the current task threw, for its end event.
+  @inline(never)
   func recordFailure(_ error: any Error) {
     guard self.observer != nil else { return }
     withUnsafeCurrentTask { task in
@@ -304,6 +323,7 @@ import Synchronization
   }
 
   /// Tells the observer a `.run` unit ended, and how.
+  @inline(never)
   func reportEnd(of unit: any EffectUnit, to observer: any StoreObserver) {
     let failure = self.guarded.withLock { $0.failures.removeValue(forKey: unit.id) }
     let outcome: EffectOutcome
@@ -361,6 +381,7 @@ import Synchronization
   // MARK: - Ordered queues
 
   /// Takes the next place in the queue `key` (on the store, in the order effects were returned).
+  @inline(never)
   func enqueue(on key: CancelKey) -> QueueTicket {
     self.guarded.withLock { $0.machine.enqueue(on: key) }
   }
@@ -373,6 +394,7 @@ import Synchronization
   }
 
   /// Leaves the queue, starting the next place's turn.
+  @inline(never)
   func leaveQueue(_ ticket: QueueTicket) {
     self.guarded.withLock { $0.machine.leaveQueue(ticket) }?.resume()
   }

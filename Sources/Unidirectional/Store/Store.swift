@@ -52,17 +52,22 @@ public actor Store<State: Sendable, Action: Sendable> {
   ///   - reducer: The feature's reducer.
   ///   - prepareDependencies: Overrides dependencies for the reducer and every effect it returns,
   ///     on top of the dependencies in force where the store is created.
+  ///   - isolation: Where the closures run: the caller's isolation (so a store can be created on
+  ///     the main actor with closures that capture main-actor state). Leave the default.
   @inlinable
   public init<R: Reducer<State, Action>>(
     initialState: @autoclosure () -> State,
     @ReducerBuilder<State, Action> reducer: () -> R,
-    withDependencies prepareDependencies: ((inout DependencyValues) -> Void)? = nil
+    withDependencies prepareDependencies: ((inout DependencyValues) -> Void)? = nil,
+    isolation: isolated (any Actor)? = #isolation
   ) {
     self.init(
-      initialState: initialState(),
-      storeObserver: nil,
-      reducer: reducer,
-      withDependencies: prepareDependencies
+      root: Self.makeRoot(
+        initialState: initialState,
+        storeObserver: nil,
+        reducer: reducer,
+        withDependencies: prepareDependencies
+      )
     )
   }
 
@@ -81,42 +86,51 @@ public actor Store<State: Sendable, Action: Sendable> {
   ///   - reducer: The feature's reducer.
   ///   - prepareDependencies: Overrides dependencies for the reducer and every effect it returns,
   ///     on top of the dependencies in force where the store is created.
+  ///   - isolation: Where the closures run: the caller's isolation. Leave the default.
   @inlinable
   public init<R: Reducer<State, Action>, O: StoreObserver<State, Action>>(
     initialState: @autoclosure () -> State,
     observer: O,
     @ReducerBuilder<State, Action> reducer: () -> R,
-    withDependencies prepareDependencies: ((inout DependencyValues) -> Void)? = nil
+    withDependencies prepareDependencies: ((inout DependencyValues) -> Void)? = nil,
+    isolation: isolated (any Actor)? = #isolation
   ) {
     self.init(
-      initialState: initialState(),
-      storeObserver: observer,
-      reducer: reducer,
-      withDependencies: prepareDependencies
+      root: Self.makeRoot(
+        initialState: initialState,
+        storeObserver: observer,
+        reducer: reducer,
+        withDependencies: prepareDependencies
+      )
     )
   }
 
-  /// The two public initializers: state and reducer made under the store's dependencies.
+  /// The two public initializers' body: the state and the reducer, made in the caller's isolation
+  /// under the store's dependencies, and the root core around them.
+  ///
+  /// NB: the initializers take the caller's isolation (`isolation: isolated (any Actor)?`) and run
+  /// the closures here, before the store exists: an actor initializer's arguments are otherwise
+  /// *sent* into the new actor, and a closure formed on the main actor (in a `@main` program or a
+  /// `@MainActor` test) cannot be sent, so `Store(initialState:) { Feature() }` did not compile
+  /// there (`StoreTests.aStoreIsCreatedFromTheMainActor`).
   @inlinable
-  init<R: Reducer<State, Action>>(
-    initialState: @autoclosure () -> State,
+  static func makeRoot<R: Reducer<State, Action>>(
+    initialState: () -> State,
     storeObserver: (any StoreObserver<State, Action>)?,
     reducer: () -> R,
     withDependencies prepareDependencies: ((inout DependencyValues) -> Void)?
-  ) {
+  ) -> RootCore<State, Action> {
     var dependencies = DependencyValues._inherited()
     prepareDependencies?(&dependencies)
     let (state, reducer) = DependencyValues.withValues(dependencies) {
       (initialState(), reducer())
     }
-    self.init(
-      root: RootCore.make(
-        initialState: state,
-        reducer: reducer,
-        configuration: StoreConfiguration(dependencies: dependencies),
-        observer: nil,
-        storeObserver: storeObserver
-      )
+    return RootCore.make(
+      initialState: state,
+      reducer: reducer,
+      configuration: StoreConfiguration(dependencies: dependencies),
+      observer: nil,
+      storeObserver: storeObserver
     )
   }
 

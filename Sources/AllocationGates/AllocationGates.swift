@@ -60,7 +60,7 @@ func allocations() -> Int64 { Int64(allocation_counter_allocations()) }
 func live() -> Int64 { Int64(allocation_counter_allocations() - allocation_counter_frees()) }
 
 @concurrent
-func measure() async -> [Gate] {
+func measure(cycleCount: Int, rounds: Int) async -> [Gate] {
   let store = Store(initialState: Feature.State()) { Feature() }
   for _ in 0..<1_000 { await store.send(.increment) }
   await store.send(.silentEffect).finish()
@@ -148,22 +148,32 @@ func measure() async -> [Gate] {
   ]
 }
 
-guard allocation_counter_enabled() == 1 else {
-  print("AllocationGates: allocation counting is compiled out in this build (sanitizers); skipped")
-  exit(0)
+/// Measures the allocation figures and checks them against their thresholds.
+@main
+struct AllocationGates {
+  static func main() async {
+    guard allocation_counter_enabled() == 1 else {
+      print(
+        "AllocationGates: allocation counting is compiled out in this build (sanitizers); skipped"
+      )
+      exit(0)
+    }
+    #if DEBUG
+    print(
+      "warning: a debug build; run `swift run -c release AllocationGates` for the gated figures"
+    )
+    #endif
+    let cycleCount = CommandLine.arguments.dropFirst().first.flatMap { Int($0) } ?? 10_000
+    let rounds = CommandLine.arguments.dropFirst(2).first.flatMap { Int($0) } ?? 10
+    let gates = await measure(cycleCount: cycleCount, rounds: rounds)
+    var failed = false
+    for gate in gates {
+      let verdict =
+        gate.passes
+        ? "ok" : (gate.measured > gate.threshold ? "FAIL (above)" : "FAIL (far below: re-baseline)")
+      print("\(gate.name): \(gate.measured) allocations (threshold \(gate.threshold)) \(verdict)")
+      if !gate.passes { failed = true }
+    }
+    exit(failed ? 1 : 0)
+  }
 }
-#if DEBUG
-print("warning: a debug build; run `swift run -c release AllocationGates` for the gated figures")
-#endif
-let cycleCount = CommandLine.arguments.dropFirst().first.flatMap { Int($0) } ?? 10_000
-let rounds = CommandLine.arguments.dropFirst(2).first.flatMap { Int($0) } ?? 10
-let gates = await measure()
-var failed = false
-for gate in gates {
-  let verdict =
-    gate.passes
-    ? "ok" : (gate.measured > gate.threshold ? "FAIL (above)" : "FAIL (far below: re-baseline)")
-  print("\(gate.name): \(gate.measured) allocations (threshold \(gate.threshold)) \(verdict)")
-  if !gate.passes { failed = true }
-}
-exit(failed ? 1 : 0)

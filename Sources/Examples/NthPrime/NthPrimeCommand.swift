@@ -73,13 +73,10 @@ struct ProgressView {
   }
 }
 
-let n = parseN(Array(CommandLine.arguments.dropFirst()))
-let store = Store(initialState: NthPrime.State(n: n)) { NthPrime() }
-
 /// Ctrl-C cancels `task`, the lifetime of the action that started the work.
 ///
-/// NB: a function, not top-level code: a closure written at top level is main-actor isolated,
-/// and Dispatch calls the handler on its own thread.
+/// NB: a nonisolated function: a closure written in `main` is main-actor isolated, and Dispatch
+/// calls the handler on its own thread.
 func cancelOnInterrupt(
   _ task: StoreTask,
   recording interrupted: LockIsolated<Bool>
@@ -99,33 +96,42 @@ func cancelOnInterrupt(
   return source
 }
 
-let interrupted = LockIsolated(false)
-let task = await store.send(.start)
-let interrupts = cancelOnInterrupt(task, recording: interrupted)
+/// Finds the Nth prime with a cancellable, progress-reporting effect.
+@main
+struct NthPrimeCommand {
+  static func main() async {
+    let n = parseN(Array(CommandLine.arguments.dropFirst()))
+    let store = Store(initialState: NthPrime.State(n: n)) { NthPrime() }
+    let interrupted = LockIsolated(false)
+    let task = await store.send(.start)
+    let interrupts = cancelOnInterrupt(task, recording: interrupted)
 
-let renderer = Task {
-  var view = ProgressView()
-  for await state in store.states {
-    view.render(state)
-    if state.prime != nil { break }
+    let renderer = Task {
+      var view = ProgressView()
+      for await state in store.states {
+        view.render(state)
+        if state.prime != nil { break }
+      }
+      view.finish()
+    }
+
+    await task.finish()
+    interrupts.cancel()  // NB: also keeps the source alive until the work has ended
+    let state = await store.state
+    await store.shutdown()
+    await renderer.value
+
+    if let prime = state.prime {
+      print("The \(ordinal(n)) prime is \(prime).")
+      exit(0)
+    } else if interrupted.value {
+      print(
+        "Stopped after checking \(state.checked) numbers (\(Int(state.progress * 100))% of the way to the \(ordinal(n)) prime)."
+      )
+      exit(130)
+    } else {
+      writeError("error: the computation ended without a result")
+      exit(1)
+    }
   }
-  view.finish()
-}
-
-await task.finish()
-let state = await store.state
-await store.shutdown()
-await renderer.value
-
-if let prime = state.prime {
-  print("The \(ordinal(n)) prime is \(prime).")
-  exit(0)
-} else if interrupted.value {
-  print(
-    "Stopped after checking \(state.checked) numbers (\(Int(state.progress * 100))% of the way to the \(ordinal(n)) prime)."
-  )
-  exit(130)
-} else {
-  writeError("error: the computation ended without a result")
-  exit(1)
 }
