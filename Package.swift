@@ -11,6 +11,7 @@ let package = Package(
     .executable(name: "nth-prime", targets: ["NthPrime"]),
     .executable(name: "effects-basics", targets: ["EffectsBasics"]),
     .executable(name: "line-server", targets: ["LineServer"]),
+    .executable(name: "readme-example", targets: ["ReadmeExample"]),
   ],
   targets: [
     .target(name: "CUnidirectional"),
@@ -45,6 +46,11 @@ let package = Package(
       dependencies: ["LineServerCore"],
       path: "Sources/Examples/LineServer"
     ),
+    .executableTarget(
+      name: "ReadmeExample",
+      dependencies: ["Unidirectional"],
+      path: "Sources/Examples/ReadmeExample"
+    ),
     .target(name: "CMallocStats"),
     .target(name: "CAllocationCounter"),
     .executableTarget(
@@ -67,8 +73,8 @@ let package = Package(
     .testTarget(
       name: "ExamplesTests",
       dependencies: [
-        "ExampleFeatures", "NthPrime", "EffectsBasics", "LineServerCore", "Unidirectional",
-        "UnidirectionalTesting",
+        "ExampleFeatures", "NthPrime", "EffectsBasics", "LineServerCore", "ReadmeExample",
+        "Unidirectional", "UnidirectionalTesting",
       ]
     ),
   ],

@@ -16,7 +16,7 @@ public import Unidirectional
 /// ```
 ///
 /// Every test store owns a serial executor that only it drains. The store under test, its
-/// effects, the default actors those effects call and the ``TestClock`` wake-ups all run there,
+/// effects, the default actors those effects call and the `TestClock` wake-ups all run there,
 /// so ``send(_:assert:fileID:filePath:line:column:)``, ``receive(_:timeout:assert:fileID:filePath:line:column:)``
 /// and `TestClock.advance` return once every effect that can make progress has run until it
 /// suspends. No `Task.yield()` or sleep is needed, and a test gives the same result every run.

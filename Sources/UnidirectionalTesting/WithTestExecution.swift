@@ -1,7 +1,7 @@
 import Unidirectional
 
 /// Runs `operation`, and every task it starts, on one hand-drained executor, so code that is not
-/// a store (a plain async function, tasks the test starts) uses a ``TestClock`` deterministically.
+/// a store (a plain async function, tasks the test starts) uses a `TestClock` deterministically.
 ///
 /// ```swift
 /// @Test func advance() async {
@@ -24,9 +24,9 @@ import Unidirectional
 /// - the operation, its structured children (`async let`, task groups), the tasks it starts
 ///   with `Task {}` or `Task.detached {}`, and the default actors they call run one job at a
 ///   time on one executor, drained by the calling thread;
-/// - ``TestClock/advance(by:)`` first lets everything that can run reach its next suspension,
+/// - `TestClock/advance(by:)` first lets everything that can run reach its next suspension,
 ///   then wakes each due sleeper and lets its work run before moving on, and
-///   ``TestClock/checkSuspension()`` looks only after the same settling;
+///   `TestClock/checkSuspension()` looks only after the same settling;
 /// - no `Task.yield()` or sleep is needed, and a scenario has one outcome per run.
 ///
 /// Work the executor cannot see (a real clock, a socket, a thread of your own) still runs

@@ -178,6 +178,12 @@ import Glibc
     #expect(seen.hasSuffix("> stop\ncount: 1\n> quit\nbye\n"))
   }
 
+  @Test func theReadmeProgramPrintsWhatItsCommentsSay() throws {
+    let result = try Self.run("readme-example", [])
+    #expect(result.status == 0)
+    #expect(result.output == "count: -1\ncount: 0\n")
+  }
+
   @Test func effectsBasicsSurvivesRandomBytes() throws {
     var generator = SystemRandomNumberGenerator()
     let bytes = (0..<4_096).map { _ in UInt8.random(in: 0...255, using: &generator) }

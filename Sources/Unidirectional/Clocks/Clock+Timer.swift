@@ -22,7 +22,7 @@ extension Clock where Duration == Swift.Duration {
   }
 }
 
-/// The ticks of ``_Concurrency/Clock/timer(interval:)``: the elapsed time at each tick.
+/// The ticks of `clock.timer(interval:)`: the elapsed time at each tick.
 public struct ClockTimer: AsyncSequence, Sendable {
   /// The time since the timer started, at this tick.
   public typealias Element = Duration

@@ -50,7 +50,7 @@ extension Reducer {
     )
   }
 
-  /// ``forEach(_:action:element:fileID:filePath:line:column:)`` with a case path for the
+  /// `forEach(_:action:element:)` with a case path (``AnyCasePath``) for the
   /// `(id, action)` pair.
   public func forEach<ElementState: Identifiable, ElementAction: Sendable, Element: Reducer>(
     _ state: WritableKeyPath<State, IdentifiedArrayOf<ElementState>>,
@@ -77,7 +77,8 @@ extension Reducer {
   }
 }
 
-/// The reducer ``Reducer/forEach(_:action:element:fileID:filePath:line:column:)`` returns.
+/// The reducer `forEach(_:action:element:)` returns (with a key path or a case path for the
+/// element actions).
 public struct ForEachReducer<Parent: Reducer, Element: Reducer>: Reducer
 where Element.State: Identifiable, Element.State.ID: Sendable {
   typealias ElementID = Element.State.ID

@@ -34,7 +34,7 @@ extension Reducer {
     )
   }
 
-  /// ``ifLet(_:action:then:fileID:filePath:line:column:)`` with a case path for the action.
+  /// `ifLet(_:action:then:)` with a case path (``AnyCasePath``) for the action.
   public func ifLet<WrappedState, WrappedAction: Sendable, Wrapped: Reducer>(
     _ state: WritableKeyPath<State, WrappedState?>,
     action: AnyCasePath<Action, WrappedAction>,
@@ -94,7 +94,7 @@ extension Reducer {
     )
   }
 
-  /// ``ifCaseLet(_:action:then:fileID:filePath:line:column:)`` with a case path for the action.
+  /// `ifCaseLet(_:action:then:)` with a case path (``AnyCasePath``) for the action.
   public func ifCaseLet<CaseState, CaseAction: Sendable, Case: Reducer>(
     _ state: WritableKeyPath<State, CaseState?>,
     action: AnyCasePath<Action, CaseAction>,
@@ -116,8 +116,7 @@ extension Reducer {
   }
 }
 
-/// The reducer ``Reducer/ifLet(_:action:then:fileID:filePath:line:column:)`` and
-/// ``Reducer/ifCaseLet(_:action:then:fileID:filePath:line:column:)`` return.
+/// The reducer `ifLet(_:action:then:)` and `ifCaseLet(_:action:then:)` return.
 public struct IfLetReducer<Parent: Reducer, Child: Reducer>: Reducer {
   let parent: Parent
   let child: Child

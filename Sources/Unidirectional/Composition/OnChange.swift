@@ -47,7 +47,7 @@ extension Reducer {
   }
 }
 
-/// The reducer ``Reducer/onChange(of:_:)-(_,(Value,Value)->Effect<Action>)`` returns.
+/// The reducer `onChange(of:_:)` returns.
 public struct OnChangeReducer<Base: Reducer, Value: Equatable, Change: Reducer>: Reducer
 where Change.State == Base.State, Change.Action == Base.Action {
   let base: Base

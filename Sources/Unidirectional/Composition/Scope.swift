@@ -27,7 +27,7 @@
 /// The state path may also be optional, such as an enum case's property
 /// (`Scope(state: \.loggedIn, action: \.loggedIn) { LoggedIn() }`): the child then runs only
 /// while the state is in that case, and an action for it in another case is reported. Unlike
-/// ``Reducer/ifCaseLet(_:action:then:fileID:filePath:line:column:)``, `Scope` does not see the
+/// `ifCaseLet(_:action:then:)`, `Scope` does not see the
 /// parent's later changes, so it does not cancel the child's effects when the case changes:
 /// use `ifCaseLet` for that (the Composable Architecture draws the same line).
 public struct Scope<ParentState, ParentAction: Sendable, Child: Reducer>: Reducer {

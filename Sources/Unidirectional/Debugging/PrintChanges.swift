@@ -24,7 +24,7 @@ extension Reducer {
     PrintChangesReducer(base: self, printer: ChangePrinter(printer))
   }
 
-  /// The same as ``_printChanges(to:)``.
+  /// The same as `_printChanges(to:)`: prints each action and the state change it made.
   public func debug(
     to printer: @escaping @Sendable (String) -> Void = { print($0) }
   ) -> PrintChangesReducer<Self> where State: Sendable {
@@ -32,7 +32,7 @@ extension Reducer {
   }
 }
 
-/// The reducer ``Reducer/_printChanges(to:)`` returns.
+/// The reducer `_printChanges(to:)` and ``Reducer/debug(to:)`` return.
 public struct PrintChangesReducer<Base: Reducer>: Reducer where Base.State: Sendable {
   let base: Base
   let printer: ChangePrinter

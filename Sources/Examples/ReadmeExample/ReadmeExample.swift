@@ -1,9 +1,6 @@
-// The README's example, compiled and run so the first screen stays true.
-import Testing
 import Unidirectional
-import UnidirectionalTesting
 
-struct ReadmeCounter: Reducer {
+struct Counter: Reducer {
   struct State: Equatable, Sendable { var count = 0 }
   enum Action: Equatable, Sendable { case decrementTapped, incrementTapped, delayedIncrement }
   enum CancelID { case delay }
@@ -26,19 +23,14 @@ struct ReadmeCounter: Reducer {
   }
 }
 
-@Suite(.timeLimit(.minutes(2))) struct ReadmeTests {
-  @Test func theFeatureRunsInAStore() async {
-    let store = Store(initialState: ReadmeCounter.State()) { ReadmeCounter() }
-    await store.send(.decrementTapped)  // count -1; one second later, back to 0
-    #expect(await store.state.count == -1)
+@main
+struct CounterApp {
+  static func main() async {
+    let store = Store(initialState: Counter.State()) { Counter() }
+    let task = await store.send(.decrementTapped)
+    print("count:", await store.state.count)  // count: -1
+    await task.finish()  // one second later the effect sends .delayedIncrement
+    print("count:", await store.state.count)  // count: 0
     await store.shutdown()
-  }
-
-  @Test func theTestFromTheReadme() async {
-    let clock = TestClock()
-    let store = TestStore(initialState: ReadmeCounter.State()) { ReadmeCounter(clock: clock) }
-    await store.send(.decrementTapped) { $0.count = -1 }
-    await clock.advance(by: .seconds(1))
-    await store.receive(.delayedIncrement) { $0.count = 0 }
   }
 }
