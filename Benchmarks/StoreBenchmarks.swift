@@ -186,6 +186,9 @@ private func cancelTenUnderOneID(_ store: StoreOf<BenchFeature>) async {
 func memoryFigures(filter: String?) async {
   if let filter, !"memory".contains(filter) { return }
   let count = 10_000
+  // NB: benchmark only: let the tasks of the timed cases above finish and free their memory, or
+  // the deltas below shrink by what they free meanwhile.
+  await settle()
 
   var before = allocatedBytes()
   var stores: [StoreOf<BenchFeature>] = []
@@ -211,6 +214,8 @@ func memoryFigures(filter: String?) async {
 
   let store = makeStore()
   await store.send(.increment)
+  await settle()
+  parkedEffects.setValue(0)
   before = allocatedBytes()
   for _ in 0..<count { await store.send(.park) }
   // NB: benchmark only: the effects start on the pool; wait until each has reached its sleep.
@@ -306,3 +311,14 @@ private func hopLoop(_ bare: BareStore, _ count: Int) async {
 
 @inline(never) @concurrent
 private func offTheActor() async {}
+
+/// Waits until the heap stops shrinking: the tasks of earlier cases have ended (benchmark only).
+private func settle() async {
+  var last = allocatedBytes()
+  while true {
+    try? await Task.sleep(for: .milliseconds(50))
+    let now = allocatedBytes()
+    if now >= last { return }
+    last = now
+  }
+}

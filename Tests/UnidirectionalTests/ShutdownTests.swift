@@ -245,6 +245,30 @@ private struct Harness {
     fleet.executor.drainUntilIdle()
   }
 
+  @Test func observersHearOfAGroupShutdownOnce() async {
+    struct ShutdownCounter: StoreObserver {
+      typealias State = Int
+      typealias Action = Int
+      let count: LockIsolated<Int>
+      func storeShutDown() { self.count.withValue { $0 += 1 } }
+    }
+    let group = StoreGroup()
+    let heard = LockIsolated(0)
+    let observed = Store(initialState: 0, observer: ShutdownCounter(count: heard)) {
+      Reduce<Int, Int> { _, _ in .run { _ in await untilCancelled() } }
+    }
+    let quiet = Store(initialState: 0, observer: ShutdownCounter(count: heard)) {
+      Reduce<Int, Int> { _, _ in .none }
+    }
+    group.insert(observed)
+    group.insert(quiet)
+    await observed.send(1)
+    #expect(await group.shutdown(gracePeriod: .zero) == 2)
+    #expect(heard.value == 2)
+    await observed.shutdown()
+    #expect(heard.value == 2)
+  }
+
   @Test func aStoreAlreadyShutDownIsCountedAndLeftAlone() async {
     let fleet = Fleet()
     let first = fleet.makeStore()

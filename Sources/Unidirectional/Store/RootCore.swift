@@ -442,6 +442,8 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
     self.completeShutdown(effectsEnded: ended, gracePeriod: gracePeriod)
   }
 
+  @usableFromInline var isObserved: Bool { self.storeObserver != nil }
+
   /// How long cancelled effects have to end, at least, before a graceful shutdown reports them.
   static var cancellationGrace: Duration { .seconds(1) }
 

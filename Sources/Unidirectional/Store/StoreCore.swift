@@ -53,6 +53,8 @@
   func completeShutdown(effectsEnded: Bool, gracePeriod: Duration)
   /// The store's effects, once it has started one.
   var supervisor: EffectSupervisor? { get }
+  /// Whether an observer hears of the shutdown (``completeShutdown(effectsEnded:gracePeriod:)``).
+  var isObserved: Bool { get }
 }
 
 /// The location of a call, as the `#fileID`-style values tools report.

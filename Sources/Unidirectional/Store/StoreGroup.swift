@@ -87,12 +87,12 @@ public final class StoreGroup: Sendable {
       return members.stores.values.compactMap(\.store)
     }
     // 1. Reject new actions everywhere.
-    var closing: [(store: any GroupedStore, supervisor: EffectSupervisor?)] = []
+    var closing: [(store: any GroupedStore, supervisor: EffectSupervisor?, observed: Bool)] = []
     closing.reserveCapacity(stores.count)
     var defaultClock: (any Clock<Duration>)?
     for store in stores {
       guard let phases = await store.closeForGroupShutdown() else { continue }
-      closing.append((store, phases.supervisor))
+      closing.append((store, phases.supervisor, phases.observed))
       if defaultClock == nil { defaultClock = phases.clock }
     }
     let clock = clock ?? defaultClock ?? ContinuousClock()
@@ -121,6 +121,9 @@ public final class StoreGroup: Sendable {
         await supervisor.waitUntilEnded()
         ended = true
       }
+      // NB: a store whose effects all ended has let go of its core already (its last effect task
+      // did); only an observer still needs to hear of the shutdown. One hop fewer per store.
+      guard !ended || entry.observed else { continue }
       await entry.store.completeGroupShutdown(effectsEnded: ended, gracePeriod: gracePeriod)
     }
     return stores.count
@@ -136,19 +139,31 @@ public final class StoreGroup: Sendable {
   }
 }
 
+/// What a group needs of a store it closed.
+struct GroupShutdownPhases: Sendable {
+  let supervisor: EffectSupervisor?
+  let clock: any Clock<Duration>
+  /// Whether an observer must hear of the shutdown.
+  let observed: Bool
+}
+
 /// A store, whatever its state and action (what ``StoreGroup`` needs of it).
 protocol GroupedStore: AnyObject, Sendable {
   /// Rejects new actions; `nil` when the store was already shut down (or shutting down).
-  func closeForGroupShutdown() async -> (supervisor: EffectSupervisor?, clock: any Clock<Duration>)?
+  func closeForGroupShutdown() async -> GroupShutdownPhases?
   func cancelForGroupShutdown() async
   func completeGroupShutdown(effectsEnded: Bool, gracePeriod: Duration) async
 }
 
 extension Store: GroupedStore {
-  func closeForGroupShutdown() -> (supervisor: EffectSupervisor?, clock: any Clock<Duration>)? {
+  func closeForGroupShutdown() -> GroupShutdownPhases? {
     let phases = self.core.phasedShutdown
     guard phases.closeForShutdown() else { return nil }
-    return (phases.supervisor, phases.shutdownClock)
+    return GroupShutdownPhases(
+      supervisor: phases.supervisor,
+      clock: phases.shutdownClock,
+      observed: phases.isObserved
+    )
   }
 
   func cancelForGroupShutdown() {
