@@ -96,8 +96,8 @@ extension Effect {
 
   /// An effect that runs asynchronous work which may send any number of actions.
   ///
-  /// The body runs off the store (it is `@concurrent`), as a structured child task of the store
-  /// that started it, so CPU-heavy work never blocks other actions. Throwing
+  /// The body runs off the store (it is `@concurrent`), in a task the store that started it owns
+  /// (counts, cancels and waits for), so CPU-heavy work never blocks other actions. Throwing
   /// `CancellationError` ends the effect quietly. Any other error goes to `handler`; without a
   /// handler it is reported as an issue (a test failure under a test).
   ///

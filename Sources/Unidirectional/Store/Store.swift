@@ -12,8 +12,9 @@
 /// - Actions are processed one at a time, in the order they reach the store, each exactly once.
 ///   Actions from ``Effect/send(_:)`` are reduced before ``send(_:fileID:filePath:line:column:)``
 ///   returns, in an iterative loop.
-/// - Every effect runs as a structured child of one task the store owns; no task outlives the
-///   store's ``shutdown()``, and releasing the last reference to a store cancels its effects.
+/// - Every effect runs in a task the store owns: the store counts it until it ends, cancels it by
+///   id, lifetime or shutdown, and no task outlives the store's ``shutdown()``; releasing the
+///   last reference to a store cancels its effects.
 /// - Once the store has processed a cancellation, no action from the cancelled effects reaches a
 ///   reducer; the check happens on the store when the action arrives.
 /// - Effect bodies run off the store, concurrently with the reducer.
