@@ -19,7 +19,7 @@ import Testing
         state.middle.inner.count += 1
         return .none
       case .middle(.inner(.work)):
-        return .run { _ in try await Task.sleep(for: .seconds(3_600)) }
+        return .run { _ in await untilCancelled() }
       }
     }
   }

@@ -128,6 +128,8 @@ final class PlanJob<Action: Sendable>: EffectJob {
 
   func startTask(on supervisor: EffectSupervisor) {
     let priority = self.priority ?? .medium
+    // NB: a plan (a merge or concatenation, rarer than a lone `.run`) binds every task-local:
+    // one frame more than `RunJob`'s single binding, for one path instead of two.
     guard let preference = supervisor.executorPreference else {
       Task.detached(priority: priority) {
         await supervisor.runBindingEverything {

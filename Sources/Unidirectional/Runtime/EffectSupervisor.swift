@@ -9,8 +9,9 @@ import Synchronization
 /// works, without hopping to it.
 ///
 /// Every task it starts is counted until it ends; shutting down cancels them all, and the last one
-/// to end (or `shutDown` itself, when none is alive) runs `effectsEnded` (the store uses it to let
-/// go of its state).
+/// to end runs `effectsEnded` (the store uses it to let go of its state). When none is alive,
+/// ``shutDown()`` says so and the store lets go itself, on its executor; only callers off it
+/// (``shutDownOffTheStore()``) start a task for `effectsEnded`.
 @usableFromInline final class EffectSupervisor: Sendable {
   typealias Machine = EffectStateMachine<any EffectJob, UnsafeContinuation<Void, Never>, TaskSlot>
 
@@ -286,13 +287,20 @@ import Synchronization
   /// Stops accepting work and cancels every effect; ``waitUntilEnded()`` then waits for their
   /// tasks.
   ///
-  /// When no effect task is alive, `effectsEnded` runs in a task of its own (none will end to run
-  /// it).
-  @usableFromInline
-  func shutDown() {
+  /// - Returns: `true` when no effect task is alive: none will end to run `effectsEnded`, so the
+  ///   caller, on the store's executor, lets go of what effects needed itself.
+  @usableFromInline @discardableResult
+  func shutDown() -> Bool {
     let shutDown = self.guarded.withLock { $0.machine.shutDown() }
     self.perform(shutDown.cancellation)
-    guard shutDown.ended else { return }
+    return shutDown.ended
+  }
+
+  /// ``shutDown()`` for callers off the store's executor (a store's `deinit`, the test store's
+  /// teardown): when no effect task is alive, `effectsEnded` runs in a task of its own.
+  @usableFromInline
+  func shutDownOffTheStore() {
+    guard self.shutDown() else { return }
     let effectsEnded = self.effectsEnded
     if let executorPreference = self.executorPreference {
       Task.detached(executorPreference: executorPreference) { await effectsEnded() }

@@ -24,6 +24,7 @@ import Darwin
 /// `withLock` hands out or takes in may cross threads. The lock is not recursive: a body that
 /// calls back into the same box deadlocks, so bodies never call out (no continuation is resumed
 /// and no task is cancelled while it is held).
+// Safety: `value` is touched only under `mutex` (see the paragraph above).
 package final class LockedBox<Value: Sendable>: @unchecked Sendable {
   private let mutex: UnsafeMutablePointer<pthread_mutex_t>
   @exclusivity(unchecked) private var value: Value

@@ -12,6 +12,7 @@
 ///   while anyone may still call ``cancel()`` on it.
 ///
 /// `TaskSlotTests` stress-test this contract (cancellers racing effects that end).
+// Safety: the handle is used only while its task is alive: pins keep it so (see above).
 struct TaskSlot: @unchecked Sendable {
   private let task: UnsafeCurrentTask
 

@@ -143,8 +143,8 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
   /// Numbers origins in the order their actions were sent.
   func nextOriginSequence() -> Int {
     guard let extras = self.extras else { return 0 }
-    extras.sendCount &+= 1
-    return extras.sendCount
+    extras.originCount &+= 1
+    return extras.originCount
   }
 
   /// Where the store reports issues.
@@ -390,8 +390,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
     self.close()
     self.hasShutDown = true
     guard let supervisor = self.supervisor else { return }
-    supervisor.shutDown()
-    await supervisor.waitUntilEnded()
+    if !supervisor.shutDown() { await supervisor.waitUntilEnded() }
     self.releaseFromEffects()
   }
 
@@ -465,7 +464,8 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
   /// Cancels every effect; their actions are no longer reduced.
   @usableFromInline func cancelForShutdown() {
     self.hasShutDown = true
-    self.supervisor?.shutDown()
+    // NB: when no effect task is alive none will let go of the core: do it here, on its executor.
+    if self.supervisor?.shutDown() == true { self.releaseFromEffects() }
   }
 
   /// Ends a graceful shutdown: lets effects' deliveries go once they have ended, or reports the
@@ -600,7 +600,7 @@ final class RootCoreExtras<State: Sendable, Action: Sendable> {
   /// Whether the observer heard of the shutdown (touched only on the store's executor).
   @exclusivity(unchecked) var hasNotifiedShutDown = false
   /// Origins recorded so far (orders them in diagnostics).
-  @exclusivity(unchecked) var sendCount = 0
+  @exclusivity(unchecked) var originCount = 0
 
   init(
     reporter: IssueReporter,

@@ -19,10 +19,10 @@
 ///   reducer; the check happens on the store when the action arrives.
 /// - Effect bodies run off the store, concurrently with the reducer.
 public actor Store<State: Sendable, Action: Sendable> {
-  // Safety: an immutable reference, readable anywhere; the core itself is only *used* on this
-  // store's executor (shared by its root and every scoped store). Nonisolated code reads it
-  // only to hand it to a scoped store's core (`scope`) or to read its supervisor, which is an
-  // atomic, set-once reference (`RootCore.supervisorReference`).
+  // NB: the core itself is only *used* on this store's executor (shared by its root and every
+  // scoped store). Nonisolated code reads it only to hand it to a scoped store's core (`scope`)
+  // or to read its supervisor, an atomic, set-once reference (`RootCore.supervisorReference`).
+  // Safety: an immutable reference, readable anywhere; used only as said above.
   @usableFromInline nonisolated(unsafe) let core: any StoreCore<State, Action>
   /// `core` when this is a root store: the per-action path calls it directly, specialized.
   // Safety: as for `core`.
@@ -175,7 +175,7 @@ public actor Store<State: Sendable, Action: Sendable> {
   deinit {
     // Releasing a root store cancels its effects; once they have ended, the last effect task
     // lets go of the core. Nothing else can use the store now: sending needs a reference to it.
-    self.root?.supervisor?.shutDown()
+    self.root?.supervisor?.shutDownOffTheStore()
     self.root?.notifyShutDown()
   }
 
@@ -297,7 +297,7 @@ public actor Store<State: Sendable, Action: Sendable> {
   /// Cancels every effect and rejects later effects without waiting (the test store's teardown,
   /// which then drains its executor until they have ended).
   package nonisolated func shutDownEffects() {
-    self.core.supervisor?.shutDown()
+    self.core.supervisor?.shutDownOffTheStore()
   }
 
   /// The number of cancellation identifiers with registered effects.

@@ -32,7 +32,7 @@ import Testing
     let supervisor = EffectSupervisor(executorPreference: nil, reporter: .default)
     let delivery = EffectDelivery<Int> { _, _ in }
     var planner = EffectPlanner<Int>()
-    let effect = Effect<Int>.run { _ in try await Task.sleep(for: .seconds(3_600)) }
+    let effect = Effect<Int>.run { _ in await untilCancelled() }
       .cancellable(id: "sleep")
     planner.plan(effect, delivery: delivery, supervisor: supervisor) { _, _ in }
     supervisor.applySteps(&planner.steps)
