@@ -73,8 +73,15 @@ public final class TestClock: Clock, Sendable {
 
   private struct Sleeper: Sendable {
     var deadline: Instant
-    var continuation: UnsafeContinuation<Void, any Error>
-    var drainer: (any ManualDrainer)?
+    var wake: Wake
+  }
+
+  /// What waking a sleeper does.
+  private enum Wake: Sendable {
+    /// Resumes a sleeping task, then settles the executor it runs on.
+    case task(UnsafeContinuation<Void, any Error>, drainer: (any ManualDrainer)?)
+    /// Fires an armed timer (``Effect/send(_:after:clock:)``).
+    case timer(TimerEntry)
   }
 
   private let timeline: LockedBox<Timeline>
@@ -94,7 +101,8 @@ public final class TestClock: Clock, Sendable {
     .zero
   }
 
-  /// The number of tasks sleeping on this clock.
+  /// The number of tasks sleeping on this clock, and of timers armed on it
+  /// (``Effect/send(_:after:clock:)``).
   public var sleeperCount: Int {
     self.timeline.withLock { $0.sleepers.count }
   }
@@ -121,8 +129,7 @@ public final class TestClock: Clock, Sendable {
           if deadline < timeline.now { return .success(()) }
           timeline.sleepers[sequence] = Sleeper(
             deadline: deadline,
-            continuation: continuation,
-            drainer: drainer
+            wake: .task(continuation, drainer: drainer)
           )
           timeline.queue.push(deadline: deadline.offset, sequence: sequence)
           return nil
@@ -137,7 +144,9 @@ public final class TestClock: Clock, Sendable {
         }
         return nil
       }
-      sleeper?.continuation.resume(throwing: CancellationError())
+      if case .task(let continuation, _) = sleeper?.wake {
+        continuation.resume(throwing: CancellationError())
+      }
     }
   }
 
@@ -154,8 +163,14 @@ public final class TestClock: Clock, Sendable {
     // Work the caller started (in `withTestExecution`) first reaches its sleeps.
     await TestExecution.drainer?.settle()
     while let sleeper = self.popSleeper(dueBy: deadline) {
-      sleeper.continuation.resume()
-      await sleeper.drainer?.settle()
+      switch sleeper.wake {
+      case .task(let continuation, let drainer):
+        continuation.resume()
+        await drainer?.settle()
+      case .timer(let timer):
+        await timer.fire(on: self)
+        await timer.drainer?.settle()
+      }
     }
     self.timeline.withLock { timeline in
       if timeline.now < deadline { timeline.now = deadline }
@@ -239,6 +254,40 @@ public final class TestClock: Clock, Sendable {
       }
       if timeline.now < sleeper.deadline { timeline.now = sleeper.deadline }
       return sleeper
+    }
+  }
+}
+
+// MARK: - Timers
+
+extension TestClock: TimerHost {
+  var nowOffset: Duration {
+    self.now.offset
+  }
+
+  /// Queues a timer as a sleeper.
+  ///
+  /// It wakes in deadline order with the sleeping tasks, ties in the order they slept or were
+  /// armed. A deadline at or before ``now`` fires at the next advance.
+  func arm(_ entry: TimerEntry) {
+    self.timeline.withLock { timeline in
+      guard !entry.isCancelled else { return }
+      let sequence = timeline.nextSequence
+      timeline.nextSequence += 1
+      entry.sequence = UInt64(sequence)
+      let deadline = Instant(offset: entry.deadline)
+      timeline.sleepers[sequence] = Sleeper(deadline: deadline, wake: .timer(entry))
+      timeline.queue.push(deadline: max(deadline, timeline.now).offset, sequence: sequence)
+    }
+  }
+
+  func disarm(_ entry: TimerEntry) {
+    self.timeline.withLock { timeline in
+      let sequence = Int(entry.sequence)
+      guard case .timer(let armed) = timeline.sleepers[sequence]?.wake, armed === entry else {
+        return
+      }
+      timeline.sleepers.removeValue(forKey: sequence)
     }
   }
 }

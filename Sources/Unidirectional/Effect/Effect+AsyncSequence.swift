@@ -60,6 +60,7 @@ final class StandaloneEffectRun<Action: Sendable>: Sendable {
       continuation.yield(action)
     }
     var planner = EffectPlanner<Action>()
+    planner.lowersTimers = true
     var sends: [(Action, EffectToken?)] = []
     planner.plan(effect, delivery: delivery, supervisor: supervisor) { action, token in
       sends.append((action, token))

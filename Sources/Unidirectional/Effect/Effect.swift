@@ -35,6 +35,8 @@ public struct Effect<Action: Sendable>: Sendable {
     case send(Action)
     /// Asynchronous work that may send any number of actions.
     case run(RunOperation<Action>)
+    /// An action sent after a delay, or at every interval: a record in a timer queue.
+    case timer(TimerOperation<Action>)
     /// Cancels the effects registered under these identifiers.
     case cancel([CancelKey])
     /// The inner effect, registered under an identifier.

@@ -19,6 +19,10 @@ struct EffectPlanner<Action: Sendable> {
   @usableFromInline var steps: [PlanStep] = []
   /// Jobs to start a task for.
   @usableFromInline var jobs: [any EffectJob] = []
+  /// Timers to arm once registered.
+  @usableFromInline var timers: [TimerEntry] = []
+  /// Whether timers run as sleeping tasks (outside a store, where nothing arms them).
+  var lowersTimers = false
   /// The lifetime new units join (its first unit): the sent action's (its first unit once there is
   /// one), or the lifetime of the effect that delivered the action being processed.
   @usableFromInline var lifetime: (any EffectUnit)?
@@ -41,7 +45,7 @@ struct EffectPlanner<Action: Sendable> {
 
   /// Whether anything was collected since the last apply.
   @usableFromInline var isEmpty: Bool {
-    self.steps.isEmpty && self.jobs.isEmpty
+    self.steps.isEmpty && self.jobs.isEmpty && self.timers.isEmpty
   }
 
   /// Plans `effect`: synchronous sends go to `enqueue` in order (with a token when they are
@@ -69,6 +73,27 @@ struct EffectPlanner<Action: Sendable> {
       let job = RunJob(lifetime: self.joinedLifetime(), operation: operation, delivery: delivery)
       self.register(job, keys)
       self.jobs.append(job)
+
+    case .timer(let timer):
+      guard let host = timer.host, !self.lowersTimers else {
+        let job = RunJob(
+          lifetime: self.joinedLifetime(),
+          operation: timer.asRun,
+          delivery: delivery
+        )
+        self.register(job, keys)
+        self.jobs.append(job)
+        return
+      }
+      let unit = TimerUnit(
+        lifetime: self.joinedLifetime(),
+        timer: timer,
+        host: host,
+        delivery: delivery,
+        supervisor: supervisor
+      )
+      self.register(unit, keys)
+      self.timers.append(unit)
 
     case .cancel(let cancelled):
       self.steps.append(.cancel(cancelled))
@@ -149,6 +174,11 @@ struct EffectPlanner<Action: Sendable> {
       let job = RunJob(lifetime: self.joinedLifetime(), operation: operation, delivery: delivery)
       self.register(job, keys)
       return .run(job)
+    case .timer(let timer):
+      // NB: inside an ordered step the timer waits for its turn: a task that sleeps.
+      let job = RunJob(lifetime: self.joinedLifetime(), operation: timer.asRun, delivery: delivery)
+      self.register(job, keys)
+      return .run(job)
     case .cancel(let cancelled):
       return .cancel(cancelled)
     case .cancellable(let key, let cancelInFlight, let inner):
@@ -198,7 +228,7 @@ extension Effect {
     switch self.operation {
     case .none, .send, .cancel:
       return false
-    case .run, .deferred, .queued:
+    case .run, .timer, .deferred, .queued:
       // NB: a queued effect waits for its turn even when it only sends (never `.none`, which
       // `queued(id:)` returns as is).
       return true

@@ -19,6 +19,9 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   }
 
   private(set) var phase = Phase.open
+  /// Mutation-testing switch (`StoreConfiguration.cancelsTimers`): `false` makes cancellation by
+  /// identifier skip armed timers, so they fire as if never cancelled.
+  var cancelsTimers = true
   /// Tasks started for jobs (``submit(_:)``) that have not ended (``jobEnded()``).
   private(set) var liveJobs = 0
   /// Whether ``Ended`` was handed out: the one signal that everything ended after shutdown.
@@ -239,6 +242,8 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   struct Cancellation {
     var tasks: [(EffectID, Slot)] = []
     var resumptions = Resumptions<Waiter>()
+    /// Armed timers to take out of their hosts' queues.
+    var timers = Resumptions<TimerEntry>()
   }
 
   /// Cancels every unit registered under any of `keys`.
@@ -249,7 +254,12 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     for key in keys {
       self.debounces.removeValue(forKey: key)
       guard let ids = self.registry[key] else { continue }
-      for id in ids { self.cancel(id, into: &cancellation) }
+      for id in ids {
+        if !self.cancelsTimers, (self.effects[id]?.unit.loadFlags() ?? 0) & UnitFlags.timer != 0 {
+          continue
+        }
+        self.cancel(id, into: &cancellation)
+      }
     }
     return cancellation
   }
@@ -288,7 +298,11 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     }
     switch record.phase {
     case .pending:
-      // Never started: it is finished now, and its job will find nothing to run.
+      // Never started: it is finished now, and its job will find nothing to run (a timer is
+      // disarmed).
+      if record.unit.loadFlags() & UnitFlags.timer != 0 {
+        cancellation.timers.append(unsafeDowncast(record.unit, to: TimerEntry.self))
+      }
       cancellation.resumptions.append(contentsOf: self.remove(id))
     case .running(let slot):
       _ = self.effects.update(id) { $0.pins += 1 }

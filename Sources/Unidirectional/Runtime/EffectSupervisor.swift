@@ -54,6 +54,7 @@ import Synchronization
     executorPreference: (any TaskExecutor)?,
     reporter: IssueReporter,
     observer: (any StoreObserver)? = nil,
+    cancelsTimers: Bool = true,
     effectsEnded: @escaping @Sendable () async -> Void = {}
   ) {
     if executorPreference == nil && reporter.isDefault && observer == nil {
@@ -66,10 +67,15 @@ import Synchronization
       )
     }
     self.effectsEnded = effectsEnded
+    // NB: the mutation test's switch (`StoreConfiguration.cancelsTimers`).
+    if !cancelsTimers { self.guarded.withLock { $0.machine.cancelsTimers = false } }
   }
 
   /// The executor effect tasks prefer (a test store's), if any.
   var executorPreference: (any TaskExecutor)? { self.extras?.executorPreference }
+
+  /// The test executor effects run on, if a test harness drives them.
+  var drainer: (any ManualDrainer)? { self.extras?.drainer }
 
   /// The store's observer: effect events.
   var observer: (any StoreObserver)? { self.extras?.observer }
@@ -92,6 +98,7 @@ import Synchronization
           let more = guarded.machine.cancel(keys)
           cancellation.tasks += more.tasks
           cancellation.resumptions.append(contentsOf: more.resumptions)
+          cancellation.timers.append(contentsOf: more.timers)
         }
       }
       guard !jobs.isEmpty else { return nil }
@@ -105,6 +112,16 @@ import Synchronization
     case nil: break
     }
     jobs.removeAll(keepingCapacity: true)
+  }
+
+  /// Queues the timers a reducer returned, now registered, with their clocks' hosts; a timer
+  /// registered cancelled (the store has shut down) is not queued.
+  ///
+  /// Empties the array, keeping its capacity.
+  @usableFromInline
+  func arm(_ timers: inout [TimerEntry]) {
+    for timer in timers { timer.host.arm(timer) }
+    timers.removeAll(keepingCapacity: true)
   }
 
   /// Records what started a lifetime (test diagnostics).
@@ -229,6 +246,10 @@ import Synchronization
   /// Cancels the tasks outside the lock (cancellation handlers run synchronously and may take it),
   /// then releases the pins taken under it.
   private func perform(_ cancellation: Machine.Cancellation) {
+    if let timer = cancellation.timers.first {
+      timer.host.disarm(timer)
+      for timer in cancellation.timers.others { timer.host.disarm(timer) }
+    }
     Self.resume(cancellation.resumptions)
     guard !cancellation.tasks.isEmpty else { return }
     for (_, slot) in cancellation.tasks {

@@ -61,6 +61,8 @@ extension EffectUnit {
   @usableFromInline static let cancelled: UInt8 = 1
   @usableFromInline static let finished: UInt8 = 2
   static let lifetimeCancelled: UInt8 = 4
+  /// The unit is a ``TimerEntry`` (set at its creation): cancelling it disarms it.
+  static let timer: UInt8 = 8
 }
 
 /// A unit that is not a job of its own: a step of a plan, a cancellable `.send`, or a

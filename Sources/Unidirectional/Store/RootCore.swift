@@ -99,6 +99,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
     let isPlain =
       storeObserver == nil && observer == nil && configuration.executorPreference == nil
       && !configuration.recordsOrigins && configuration.checksDelivery && reporter.isDefault
+      && configuration.cancelsTimers
     self.extras =
       isPlain
       ? nil
@@ -108,7 +109,8 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
         stateComparison: storeObserver == nil ? nil : makeStateComparison(State.self),
         executorPreference: configuration.executorPreference,
         recordsOrigins: configuration.recordsOrigins,
-        checksDelivery: configuration.checksDelivery
+        checksDelivery: configuration.checksDelivery,
+        cancelsTimers: configuration.cancelsTimers
       )
   }
 
@@ -342,7 +344,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
   @usableFromInline
   func submitPlanned() {
     guard let supervisor = self.supervisor else { return }
-    if !self.planner.jobs.isEmpty && !self.isReachableByEffects {
+    if !(self.planner.jobs.isEmpty && self.planner.timers.isEmpty) && !self.isReachableByEffects {
       // From now on effects may deliver: the isolation holds this core until the root task,
       // once the store has shut down, lets it go.
       self.isReachableByEffects = true
@@ -352,6 +354,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
       self.isolation.assumeIsolated { $0.root = core }
     }
     supervisor.apply(&self.planner.steps, jobs: &self.planner.jobs)
+    if !self.planner.timers.isEmpty { supervisor.arm(&self.planner.timers) }
   }
 
   @usableFromInline
@@ -361,6 +364,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
       executorPreference: self.extras?.executorPreference,
       reporter: self.reporter,
       observer: self.storeObserver,
+      cancelsTimers: self.extras?.cancelsTimers ?? true,
       effectsEnded: { await isolation.release() }
     )
     self.delivery = self.makeDelivery(isolation)
@@ -597,6 +601,7 @@ final class RootCoreExtras<State: Sendable, Action: Sendable> {
   let executorPreference: (any TaskExecutor)?
   @usableFromInline let recordsOrigins: Bool
   @usableFromInline let checksDelivery: Bool
+  let cancelsTimers: Bool
   /// Whether the observer heard of the shutdown (touched only on the store's executor).
   @exclusivity(unchecked) var hasNotifiedShutDown = false
   /// Origins recorded so far (orders them in diagnostics).
@@ -608,7 +613,8 @@ final class RootCoreExtras<State: Sendable, Action: Sendable> {
     stateComparison: ((State, State) -> Bool)?,
     executorPreference: (any TaskExecutor)?,
     recordsOrigins: Bool,
-    checksDelivery: Bool
+    checksDelivery: Bool,
+    cancelsTimers: Bool
   ) {
     self.reporter = reporter
     self.observer = observer
@@ -616,5 +622,6 @@ final class RootCoreExtras<State: Sendable, Action: Sendable> {
     self.executorPreference = executorPreference
     self.recordsOrigins = recordsOrigins
     self.checksDelivery = checksDelivery
+    self.cancelsTimers = cancelsTimers
   }
 }

@@ -99,6 +99,9 @@ package struct StoreConfiguration: Sendable {
   /// Mutation-testing switch, `false` only in the test proving the oracle can fail: skips the
   /// delivery-time check that drops actions from cancelled effects.
   package var checksDelivery = true
+  /// Mutation-testing switch, `false` only in the test proving the timer oracle can fail:
+  /// cancelling a timer neither takes it out of its clock's queue nor stops it from firing.
+  package var cancelsTimers = true
 
   @usableFromInline
   package init(

@@ -1,0 +1,189 @@
+// MARK: - Timers
+
+extension Effect {
+  /// An effect that sends `action` once `delay` has passed on `clock`: an idle timeout, a retry, a
+  /// reminder.
+  ///
+  /// An armed timer is a small record in its clock's timer queue, not a task: arming, re-arming
+  /// and cancelling it start no task. Re-arming an idle timeout on every request is:
+  ///
+  /// ```swift
+  /// case .request:
+  ///   state.requests += 1
+  ///   return .send(.idle, after: .seconds(300), clock: clock)
+  ///     .cancellable(id: CancelID.idle, cancelInFlight: true)
+  /// ```
+  ///
+  /// The timer is an effect of the action that returned it: ``StoreTask/finish()`` waits for it
+  /// to fire, and cancelling that task, `.cancel(id:)` or shutdown cancels it (then its action is
+  /// never reduced). A graceful shutdown waits for it like any effect unless it is marked
+  /// ``cancelledOnShutdown()``.
+  ///
+  /// - `ContinuousClock` and `SuspendingClock` timers share one timer queue per clock for the
+  ///   whole process; a ``TestClock``'s fire when it is advanced past them, in order with its
+  ///   sleepers (ties in the order they were armed). On any other clock the timer runs as a task
+  ///   that sleeps on the clock.
+  /// - A zero or negative `delay` fires at the clock's next opportunity (on a ``TestClock``, its
+  ///   next advance).
+  ///
+  /// - Parameters:
+  ///   - action: The action to send.
+  ///   - delay: How long to wait, on `clock`, from when the reducer returned the effect.
+  ///   - clock: The clock that measures `delay`.
+  /// - Returns: An effect that sends `action` once, after `delay`.
+  public static func send(
+    _ action: Action,
+    after delay: Duration,
+    clock: any Clock<Duration>
+  ) -> Self {
+    Self(
+      operation: .timer(
+        TimerOperation(action: action, delay: delay, interval: nil, clock: clock)
+      )
+    )
+  }
+
+  /// An effect that sends `action` every `interval` on `clock` until it is cancelled: a
+  /// heartbeat, a poll.
+  ///
+  /// ```swift
+  /// case .connected:
+  ///   return .send(.heartbeat, every: .seconds(30), clock: clock)
+  ///     .cancellable(id: CancelID.heartbeat, cancelInFlight: true)
+  ///     .cancelledOnShutdown()
+  /// ```
+  ///
+  /// The first action is sent one `interval` after the reducer returned the effect, the next one
+  /// `interval` after that deadline, and so on (deadlines do not drift with the time the store
+  /// takes to reduce). Like ``send(_:after:clock:)`` it is a record in its clock's timer queue,
+  /// not a task, and it never finishes by itself: cancel it by id, through its ``StoreTask``, or
+  /// by shutting the store down.
+  ///
+  /// An `interval` that is zero or negative is misuse: it would fire without end. It is reported
+  /// as an issue at the call site and the effect does nothing.
+  ///
+  /// - Parameters:
+  ///   - action: The action to send at every tick.
+  ///   - interval: The time between ticks, on `clock`; must be positive.
+  ///   - clock: The clock that measures `interval`.
+  ///   - fileID: The file ID of the location issues are reported at (the caller's).
+  ///   - filePath: The file path of that source location.
+  ///   - line: The line of that source location.
+  ///   - column: The column of that source location.
+  /// - Returns: An effect that sends `action` every `interval`.
+  public static func send(
+    _ action: Action,
+    every interval: Duration,
+    clock: any Clock<Duration>,
+    fileID: StaticString = #fileID,
+    filePath: StaticString = #filePath,
+    line: UInt = #line,
+    column: UInt = #column
+  ) -> Self {
+    guard interval > .zero else {
+      reportIssue(
+        """
+        'Effect.send(_:every:clock:)' was given an interval that is not positive.
+
+          Interval:
+            \(interval)
+          Action:
+            \(debugDescription(of: action))
+
+        A timer with this interval would fire without end, so it was not started. Pass a \
+        positive interval.
+        """,
+        fileID: "\(fileID)",
+        filePath: "\(filePath)",
+        line: Int(line),
+        column: Int(column)
+      )
+      return .none
+    }
+    return Self(
+      operation: .timer(
+        TimerOperation(action: action, delay: interval, interval: interval, clock: clock)
+      )
+    )
+  }
+}
+
+/// What ``Effect/send(_:after:clock:)`` and ``Effect/send(_:every:clock:)`` ask for: the action,
+/// when, and on which clock's timer queue.
+@usableFromInline struct TimerOperation<Action: Sendable>: Sendable {
+  var action: Action
+  /// The time until the first firing.
+  var delay: Duration
+  /// The time between firings; `nil` for a one-shot timer.
+  var interval: Duration?
+  var clock: any Clock<Duration>
+  /// The timer queue of `clock`, or `nil` when the timer runs as a sleeping task.
+  var host: (any TimerHost)?
+
+  init(action: Action, delay: Duration, interval: Duration?, clock: any Clock<Duration>) {
+    self.action = action
+    self.delay = delay
+    self.interval = interval
+    self.clock = clock
+    self.host = timerHost(for: clock)
+  }
+
+  /// The same timer, sending a transformed action.
+  func map<NewAction: Sendable>(_ transform: (Action) -> NewAction) -> TimerOperation<NewAction> {
+    TimerOperation<NewAction>(
+      action: transform(self.action),
+      delay: self.delay,
+      interval: self.interval,
+      clock: self.clock,
+      host: self.host
+    )
+  }
+
+  private init(
+    action: Action,
+    delay: Duration,
+    interval: Duration?,
+    clock: any Clock<Duration>,
+    host: (any TimerHost)?
+  ) {
+    self.action = action
+    self.delay = delay
+    self.interval = interval
+    self.clock = clock
+    self.host = host
+  }
+
+  /// The timer as a task that sleeps on the clock: for clocks with no timer queue, and where a
+  /// timer runs inside an ordered step (a `concatenate` or a queued effect) or outside a store.
+  var asRun: RunOperation<Action> {
+    let action = self.action
+    let delay = self.delay
+    let interval = self.interval
+    let clock = self.clock
+    return RunOperation(priority: nil) { send in
+      await sleepingTimer(action, delay: delay, interval: interval, clock: clock, send: send)
+    }
+  }
+}
+
+/// Sends `action` after `delay`, then every `interval` if there is one, sleeping on `clock`;
+/// returns when cancelled.
+private func sleepingTimer<Action: Sendable, C: Clock<Duration>>(
+  _ action: Action,
+  delay: Duration,
+  interval: Duration?,
+  clock: C,
+  send: Send<Action>
+) async {
+  var deadline = clock.now.advanced(by: max(delay, .zero))
+  while true {
+    do {
+      try await clock.sleep(until: deadline, tolerance: nil)
+    } catch {
+      return
+    }
+    await send(action)
+    guard let interval else { return }
+    deadline = deadline.advanced(by: interval)
+  }
+}

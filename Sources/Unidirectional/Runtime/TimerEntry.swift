@@ -1,0 +1,219 @@
+import Synchronization
+
+/// Where armed timers wait for their deadline: a clock's timer service (``TimerService``), or a
+/// ``TestClock`` itself.
+///
+/// A host keeps entries ordered by deadline, ties in the order they were armed, and fires each
+/// one when its clock reaches its deadline (``TimerEntry/fire(on:)``). Arming, re-arming and
+/// disarming never start a task.
+protocol TimerHost: AnyObject, Sendable {
+  /// The host clock's current time, as an offset on the host's own timeline.
+  var nowOffset: Duration { get }
+
+  /// Queues `entry` for its ``TimerEntry/deadline``; does nothing if it has been cancelled.
+  func arm(_ entry: TimerEntry)
+
+  /// Removes `entry` if it is queued (its unit was cancelled).
+  func disarm(_ entry: TimerEntry)
+}
+
+/// One armed timer of ``Effect/send(_:after:clock:)`` or ``Effect/send(_:every:clock:)``: a unit of
+/// effect work that is a small record in its clock's timer queue, not a task.
+///
+/// The store registers it like any unit (under its cancellation identifiers, in its lifetime), so
+/// `.cancel(id:)`, ``StoreTask/cancel()`` and shutdown reach it; cancelling it removes it from its
+/// host's queue at once (``EffectStateMachine`` hands it back for that). A one-shot timer finishes
+/// once its action has been reduced; a repeating one is queued again for its next deadline.
+///
+/// Its base class holds what the hosts need, without the store's `Action` type.
+// Safety: `deadline`, `sequence` and `heapIndex` are read and written only by the entry's host,
+// under the host's lock, or by the one task that popped the entry from the queue (while it is not
+// queued, nothing else touches them). Everything else is immutable or atomic.
+@usableFromInline class TimerEntry: EffectUnit, @unchecked Sendable {
+  private let flags = Atomic<UInt8>(UnitFlags.timer)
+  private let owner: (any EffectUnit)?
+  /// The host that queues the entry.
+  let host: any TimerHost
+  /// The interval between firings of a repeating timer; `nil` for a one-shot timer.
+  let interval: Duration?
+  /// When the entry fires next, on the host's timeline.
+  final var deadline: Duration
+  /// The order in which entries were armed (ties between equal deadlines), set by the host.
+  final var sequence: UInt64 = 0
+  /// The entry's position in its host's heap; `-1` when it is not queued.
+  final var heapIndex = -1
+
+  init(lifetime: (any EffectUnit)?, host: any TimerHost, deadline: Duration, interval: Duration?) {
+    self.owner = lifetime
+    self.host = host
+    self.deadline = deadline
+    self.interval = interval
+  }
+
+  @usableFromInline var lifetime: any EffectUnit {
+    self.owner ?? self
+  }
+
+  @usableFromInline final func loadFlags() -> UInt8 {
+    self.flags.load(ordering: .acquiring)
+  }
+
+  @usableFromInline final func insertFlags(_ flags: UInt8) {
+    self.flags.bitwiseOr(flags, ordering: .acquiringAndReleasing)
+  }
+
+  /// Sends the timer's action to its store (the host popped the entry, its deadline has come),
+  /// then finishes a one-shot timer or re-arms a repeating one.
+  func fire(on host: any TimerHost) async {}
+
+  /// The test executor the timer's store runs its effects on, settled after each firing on a
+  /// ``TestClock``.
+  var drainer: (any ManualDrainer)? { nil }
+
+  /// Whether `self` fires before `other`: earlier deadline, or equal deadline and armed first.
+  @inline(__always)
+  final func firesBefore(_ other: TimerEntry) -> Bool {
+    self.deadline < other.deadline
+      || (self.deadline == other.deadline && self.sequence < other.sequence)
+  }
+}
+
+/// A ``TimerEntry`` of one store: the action it sends, and the way to its store.
+final class TimerUnit<Action: Sendable>: TimerEntry, @unchecked Sendable {
+  // Safety: as for `TimerEntry`; these are immutable.
+  private let action: Action
+  private let delivery: EffectDelivery<Action>
+  private let supervisor: EffectSupervisor
+
+  init(
+    lifetime: (any EffectUnit)?,
+    timer: TimerOperation<Action>,
+    host: any TimerHost,
+    delivery: EffectDelivery<Action>,
+    supervisor: EffectSupervisor
+  ) {
+    self.action = timer.action
+    self.delivery = delivery
+    self.supervisor = supervisor
+    super.init(
+      lifetime: lifetime,
+      host: host,
+      deadline: host.nowOffset + max(timer.delay, .zero),
+      interval: timer.interval
+    )
+  }
+
+  override func fire(on host: any TimerHost) async {
+    if self.isCancelled { return }
+    // NB: the store drops the action if the timer was cancelled meanwhile (the delivery rule,
+    // checked on the store's executor), so a cancellation that raced this firing wins.
+    await self.delivery.deliver(self.action, self)
+    if let interval = self.interval {
+      self.deadline += interval
+      host.arm(self)
+    } else {
+      self.supervisor.complete(self)
+    }
+  }
+
+  override var drainer: (any ManualDrainer)? {
+    self.supervisor.drainer
+  }
+}
+
+/// A binary min-heap of timer entries by (deadline, arming order) that knows each entry's place,
+/// so a cancelled timer leaves at once (O(log n)) instead of lingering until its deadline.
+///
+/// A plain value: the host guards it with its lock. `TimerQueueTests` drive it directly.
+struct TimerQueue {
+  private(set) var entries: [TimerEntry] = []
+  private var nextSequence: UInt64 = 0
+
+  var count: Int { self.entries.count }
+  var isEmpty: Bool { self.entries.isEmpty }
+  var first: TimerEntry? { self.entries.first }
+
+  /// Queues `entry` behind every entry with the same deadline queued before it.
+  mutating func insert(_ entry: TimerEntry) {
+    precondition(entry.heapIndex < 0, "A timer was armed twice.")
+    entry.sequence = self.nextSequence
+    self.nextSequence &+= 1
+    entry.heapIndex = self.entries.count
+    self.entries.append(entry)
+    self.siftUp(entry.heapIndex)
+  }
+
+  /// Removes `entry`; `false` if it was not queued here.
+  @discardableResult
+  mutating func remove(_ entry: TimerEntry) -> Bool {
+    let index = entry.heapIndex
+    guard index >= 0, index < self.entries.count, self.entries[index] === entry else {
+      return false
+    }
+    self.removeEntry(at: index)
+    return true
+  }
+
+  /// Removes every entry due by `now` into `due`, earliest first.
+  mutating func popDue(by now: Duration, into due: inout [TimerEntry]) {
+    while let first = self.entries.first, first.deadline <= now {
+      self.removeEntry(at: 0)
+      due.append(first)
+    }
+  }
+
+  /// Removes and returns the earliest entry.
+  mutating func popFirst() -> TimerEntry? {
+    guard let first = self.entries.first else { return nil }
+    self.removeEntry(at: 0)
+    return first
+  }
+
+  private mutating func removeEntry(at index: Int) {
+    let last = self.entries.count - 1
+    let removed = self.entries[index]
+    if index != last {
+      self.entries.swapAt(index, last)
+      self.entries[index].heapIndex = index
+    }
+    self.entries.removeLast()
+    removed.heapIndex = -1
+    if index < self.entries.count {
+      self.siftDown(index)
+      self.siftUp(index)
+    }
+  }
+
+  private mutating func siftUp(_ start: Int) {
+    var child = start
+    while child > 0 {
+      let parent = (child - 1) / 2
+      guard self.entries[child].firesBefore(self.entries[parent]) else { break }
+      self.swap(child, parent)
+      child = parent
+    }
+  }
+
+  private mutating func siftDown(_ start: Int) {
+    var parent = start
+    let count = self.entries.count
+    while true {
+      let left = 2 * parent + 1
+      let right = left + 1
+      var smallest = parent
+      if left < count, self.entries[left].firesBefore(self.entries[smallest]) { smallest = left }
+      if right < count, self.entries[right].firesBefore(self.entries[smallest]) {
+        smallest = right
+      }
+      guard smallest != parent else { return }
+      self.swap(parent, smallest)
+      parent = smallest
+    }
+  }
+
+  private mutating func swap(_ i: Int, _ j: Int) {
+    self.entries.swapAt(i, j)
+    self.entries[i].heapIndex = i
+    self.entries[j].heapIndex = j
+  }
+}

@@ -1,0 +1,132 @@
+/// The timers of every store on one clock: a queue of records serviced by one driving task.
+///
+/// Arming a timer inserts a record (its ``TimerEntry``) into a heap; cancelling removes it. One
+/// task sleeps until the earliest deadline, fires what is due (a hop to each timer's store) and
+/// sleeps again; it ends when the queue is empty, and the next arming starts another. A timer
+/// armed *earlier* than the driver's current deadline starts a new driver for that deadline: the
+/// old one, when it wakes, sees it is no longer the current one and ends without firing (a
+/// cancelled `Task.sleep` would keep its registration until its deadline anyway, so cancelling it
+/// saves nothing). Re-arming a later deadline (an idle timer restarted by every request) touches
+/// only the heap.
+///
+/// There is one service per clock type the runtime knows (``timerHost(for:)``):
+/// `ContinuousClock` and `SuspendingClock`, whose instances all tell the same time. A
+/// ``TestClock`` is its own host (its timers wake in order with its sleepers); any other clock
+/// runs a timer as a sleeping task (``Effect/send(_:after:clock:)``).
+final class TimerService<C: Clock<Duration>>: TimerHost {
+  private struct State: Sendable {
+    var queue = TimerQueue()
+    var driver = Driver.none
+    var generation: UInt64 = 0
+  }
+
+  /// What the current driving task is doing.
+  private enum Driver: Sendable {
+    /// No task: the queue is empty.
+    case none
+    /// Firing what is due; it looks at the queue again before it sleeps.
+    case firing
+    /// Sleeping until this deadline.
+    case sleeping(until: Duration)
+  }
+
+  private let clock: C
+  private let origin: C.Instant
+  private let state = LockedBox(State())
+
+  init(clock: C) {
+    self.clock = clock
+    self.origin = clock.now
+  }
+
+  var nowOffset: Duration {
+    self.origin.duration(to: self.clock.now)
+  }
+
+  /// Timers queued and not yet fired (tests and benchmarks).
+  var armedCount: Int {
+    self.state.withLock { $0.queue.count }
+  }
+
+  func arm(_ entry: TimerEntry) {
+    let generation = self.state.withLock { state -> UInt64? in
+      // NB: a cancellation sets the flag before it disarms; checked under the lock, so either
+      // this sees it or the disarm comes after the insert and removes it.
+      guard !entry.isCancelled else { return nil }
+      state.queue.insert(entry)
+      switch state.driver {
+      case .firing:
+        return nil
+      case .sleeping(let until) where until <= entry.deadline:
+        return nil
+      case .none, .sleeping:
+        state.generation &+= 1
+        state.driver = .sleeping(until: entry.deadline)
+        return state.generation
+      }
+    }
+    if let generation { self.startDriver(generation) }
+  }
+
+  func disarm(_ entry: TimerEntry) {
+    self.state.withLock { _ = $0.queue.remove(entry) }
+  }
+
+  private func startDriver(_ generation: UInt64) {
+    // NB: detached: the driver serves every store on the clock and must not inherit the
+    // task-locals (dependencies, a test executor) of whichever store armed the timer that
+    // started it. It owns nothing: it ends when the queue is empty or a newer driver replaced it.
+    Task.detached { await self.drive(generation) }
+  }
+
+  private enum Step {
+    case fire
+    case sleep(until: Duration)
+    case end
+  }
+
+  private func drive(_ generation: UInt64) async {
+    var due: [TimerEntry] = []
+    while true {
+      let now = self.nowOffset
+      let step = self.state.withLock { state -> Step in
+        guard state.generation == generation else { return .end }
+        state.queue.popDue(by: now, into: &due)
+        if !due.isEmpty {
+          state.driver = .firing
+          return .fire
+        }
+        guard let first = state.queue.first else {
+          state.driver = .none
+          return .end
+        }
+        state.driver = .sleeping(until: first.deadline)
+        return .sleep(until: first.deadline)
+      }
+      switch step {
+      case .end:
+        return
+      case .fire:
+        for entry in due { await entry.fire(on: self) }
+        due.removeAll(keepingCapacity: true)
+      case .sleep(let deadline):
+        try? await self.clock.sleep(until: self.origin.advanced(by: deadline), tolerance: nil)
+      }
+    }
+  }
+}
+
+/// The service of every `ContinuousClock` timer in the process.
+let continuousTimers = TimerService(clock: ContinuousClock())
+
+/// The service of every `SuspendingClock` timer in the process.
+let suspendingTimers = TimerService(clock: SuspendingClock())
+
+/// The host that queues timers of `clock`, if the runtime knows the clock; otherwise a timer on it
+/// runs as a sleeping task.
+func timerHost(for clock: any Clock<Duration>) -> (any TimerHost)? {
+  if clock is ContinuousClock { return continuousTimers }
+  if let clock = clock as? TestClock { return clock }
+  if clock is SuspendingClock { return suspendingTimers }
+  return nil
+}

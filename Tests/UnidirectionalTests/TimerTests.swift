@@ -1,0 +1,330 @@
+import Testing
+import UnidirectionalTesting
+
+@testable import Unidirectional
+
+/// A session with an idle timeout re-armed by every request, and a heartbeat.
+private struct Session: Reducer {
+  struct State: Equatable, Sendable {
+    var requests = 0
+    var isIdle = false
+    var beats = 0
+  }
+
+  enum Action: Equatable, Sendable {
+    case request
+    case idle
+    case startHeartbeat, stopHeartbeat, beat
+    case remind(String, after: Duration)
+    case reminded(String)
+  }
+
+  enum CancelID: Hashable, Sendable { case idle, heartbeat }
+
+  let clock: any Clock<Duration>
+
+  func reduce(into state: inout State, action: Action) -> Effect<Action> {
+    switch action {
+    case .request:
+      state.requests += 1
+      state.isIdle = false
+      return .send(.idle, after: .seconds(300), clock: self.clock)
+        .cancellable(id: CancelID.idle, cancelInFlight: true)
+    case .idle:
+      state.isIdle = true
+      return .none
+    case .startHeartbeat:
+      return .send(.beat, every: .seconds(1), clock: self.clock)
+        .cancellable(id: CancelID.heartbeat, cancelInFlight: true)
+    case .stopHeartbeat:
+      return .cancel(id: CancelID.heartbeat)
+    case .beat:
+      state.beats += 1
+      return .none
+    case .remind(let name, let delay):
+      return .send(.reminded(name), after: delay, clock: self.clock)
+    case .reminded:
+      return .none
+    }
+  }
+}
+
+@Suite(.timeLimit(.minutes(1))) struct TimerEffectTests {
+  @Test func anIdleTimerFiresOnceItsDelayHasPassed() async {
+    let clock = TestClock()
+    let store = TestStore(initialState: Session.State()) { Session(clock: clock) }
+    await store.send(.request) { $0.requests = 1 }
+    await clock.advance(by: .seconds(299))
+    await clock.advance(by: .seconds(1))
+    await store.receive(.idle) { $0.isIdle = true }
+  }
+
+  @Test func reArmingReplacesTheArmedTimerInPlace() async {
+    let clock = TestClock()
+    let store = TestStore(initialState: Session.State()) { Session(clock: clock) }
+    await store.send(.request) { $0.requests = 1 }
+    await clock.advance(by: .seconds(200))
+    await store.send(.request) { $0.requests = 2 }
+    // The first timer left the clock's queue when it was cancelled: one timer is armed.
+    #expect(clock.sleeperCount == 1)
+    await clock.advance(by: .seconds(299))
+    await store.send(.request) { $0.requests = 3 }
+    #expect(clock.sleeperCount == 1)
+    await clock.advance(by: .seconds(300))
+    await store.receive(.idle) { $0.isIdle = true }
+    #expect(clock.sleeperCount == 0)
+  }
+
+  @Test func aHeartbeatTicksAtEveryIntervalInOrderUntilCancelled() async {
+    let clock = TestClock()
+    let store = TestStore(initialState: Session.State()) { Session(clock: clock) }
+    await store.send(.startHeartbeat)
+    await clock.advance(by: .seconds(1))
+    await store.receive(.beat) { $0.beats = 1 }
+    await clock.advance(by: .seconds(4))
+    await store.receive(.beat) { $0.beats = 2 }
+    await store.receive(.beat) { $0.beats = 3 }
+    await store.receive(.beat) { $0.beats = 4 }
+    await store.receive(.beat) { $0.beats = 5 }
+    await store.send(.stopHeartbeat)
+    #expect(clock.sleeperCount == 0)
+    await clock.advance(by: .seconds(10))
+  }
+
+  @Test func timersDueAtTheSameInstantFireInArmingOrder() async {
+    let clock = TestClock()
+    let store = TestStore(initialState: Session.State()) { Session(clock: clock) }
+    await store.send(.remind("b", after: .seconds(2)))
+    await store.send(.remind("a1", after: .seconds(1)))
+    await store.send(.remind("c", after: .seconds(2)))
+    await store.send(.remind("a2", after: .seconds(1)))
+    await clock.advance(by: .seconds(2))
+    await store.receive(.reminded("a1"))
+    await store.receive(.reminded("a2"))
+    await store.receive(.reminded("b"))
+    await store.receive(.reminded("c"))
+  }
+
+  @Test func timersAndSleepingEffectsWakeInOneOrder() async {
+    struct Mixed: Reducer {
+      let clock: TestClock
+      func reduce(into state: inout [String], action: String) -> Effect<String> {
+        switch action {
+        case "start":
+          return .merge(
+            .send("timer 1s", after: .seconds(1), clock: self.clock),
+            .run { [clock] send in
+              try await clock.sleep(for: .seconds(1))
+              await send("sleep 1s")
+            },
+            .send("timer 0.5s", after: .milliseconds(500), clock: self.clock)
+          )
+        default:
+          state.append(action)
+          return .none
+        }
+      }
+    }
+    let clock = TestClock()
+    let store = TestStore(initialState: [String]()) { Mixed(clock: clock) }
+    await store.send("start")
+    await clock.advance(by: .seconds(1))
+    await store.receive("timer 0.5s") { $0 = ["timer 0.5s"] }
+    await store.receive("timer 1s") { $0.append("timer 1s") }
+    await store.receive("sleep 1s") { $0.append("sleep 1s") }
+  }
+
+  @Test func aZeroDelayFiresAtTheNextAdvance() async {
+    let clock = TestClock()
+    let store = TestStore(initialState: Session.State()) { Session(clock: clock) }
+    await store.send(.remind("now", after: .zero))
+    await store.send(.remind("past", after: .seconds(-5)))
+    await clock.advance()
+    await store.receive(.reminded("now"))
+    await store.receive(.reminded("past"))
+  }
+
+  @Test func aTimerIsAnEffectOfItsActionUntilItFires() async {
+    let clock = TestClock()
+    let store = Store(initialState: Session.State()) { Session(clock: clock) }
+    let task = await store.send(.remind("x", after: .seconds(1)))
+    #expect(store.liveEffectCount == 1)
+    await clock.advance(by: .seconds(1))
+    await task.finish()
+    #expect(store.liveEffectCount == 0)
+    await store.shutdown()
+  }
+
+  @Test func cancellingTheStoreTaskDisarmsTheTimer() async {
+    let clock = TestClock()
+    let store = Store(initialState: Session.State()) { Session(clock: clock) }
+    let task = await store.send(.request)
+    #expect(clock.sleeperCount == 1)
+    task.cancel()
+    await task.finish()
+    #expect(clock.sleeperCount == 0)
+    await clock.advance(by: .seconds(301))
+    #expect(await store.state.isIdle == false)
+    await store.shutdown()
+  }
+
+  @Test func shuttingDownDisarmsEveryTimerAndLaterArmingsDoNothing() async {
+    let clock = TestClock()
+    let store = Store(initialState: Session.State()) { Session(clock: clock) }
+    await store.send(.request)
+    await store.send(.startHeartbeat)
+    #expect(clock.sleeperCount == 2)
+    await store.shutdown()
+    #expect(clock.sleeperCount == 0)
+    #expect(store.liveEffectCount == 0)
+    await clock.advance(by: .seconds(600))
+    #expect(await store.state == Session.State(requests: 1))
+  }
+
+  @Test func aHeartbeatWithoutAPositiveIntervalIsReportedAndDoesNothing() async {
+    let clock = TestClock()
+    let (effect, issues) = await collectingIssues {
+      Effect<Session.Action>.send(.beat, every: .zero, clock: clock)
+    }
+    #expect(issues.count == 1)
+    #expect(issues.first?.message.contains("interval that is not positive") == true)
+    #expect(issues.first?.message.contains(".beat") == true)
+    #expect(effect.hasAsynchronousWork == false)
+  }
+
+  @Test func aClockWithNoTimerQueueRunsTheTimerAsATask() async {
+    // ImmediateClock: every sleep returns at once.
+    let store = Store(initialState: Session.State()) { Session(clock: ImmediateClock()) }
+    await store.send(.request).finish()
+    #expect(await store.state.isIdle)
+    await store.shutdown()
+  }
+
+  @Test func aTimerInsideAConcatenationWaitsForItsTurn() async {
+    struct Steps: Reducer {
+      let clock: TestClock
+      func reduce(into state: inout [String], action: String) -> Effect<String> {
+        switch action {
+        case "start":
+          return .concatenate(
+            .run { send in await send("first") },
+            .send("second", after: .seconds(1), clock: self.clock)
+          )
+        default:
+          state.append(action)
+          return .none
+        }
+      }
+    }
+    let clock = TestClock()
+    let store = TestStore(initialState: [String]()) { Steps(clock: clock) }
+    await store.send("start")
+    await store.receive("first") { $0 = ["first"] }
+    await clock.advance(by: .seconds(1))
+    await store.receive("second") { $0.append("second") }
+  }
+
+  @Test func aMappedTimerSendsTheParentsAction() async {
+    let clock = TestClock()
+    let effect = Effect<Session.Action>.send(.idle, after: .seconds(1), clock: ImmediateClock())
+      .map { "\($0)" }
+    var actions: [String] = []
+    for await action in effect { actions.append(action) }
+    #expect(actions == ["idle"])
+    _ = clock
+  }
+
+  @Test func aContinuousClockTimerFiresThroughTheSharedService() async {
+    let store = Store(initialState: Session.State()) { Session(clock: ContinuousClock()) }
+    await store.send(.remind("soon", after: .milliseconds(1))).finish()
+    await store.send(.request)
+    #expect(store.liveEffectCount == 1)
+    await store.shutdown()
+    #expect(store.liveEffectCount == 0)
+  }
+}
+
+/// The heap behind every timer service, on its own.
+@Suite struct TimerQueueTests {
+  private final class Entry: TimerEntry, @unchecked Sendable {
+    let name: String
+    init(_ name: String, at seconds: Int64) {
+      self.name = name
+      super.init(lifetime: nil, host: TestClock(), deadline: .seconds(seconds), interval: nil)
+    }
+  }
+
+  @Test func entriesLeaveInDeadlineOrderTiesInArmingOrder() {
+    var queue = TimerQueue()
+    for (name, seconds) in [("c", 3), ("a1", 1), ("b", 2), ("a2", 1), ("a3", 1)] {
+      queue.insert(Entry(name, at: Int64(seconds)))
+    }
+    var order: [String] = []
+    while let entry = queue.popFirst() { order.append((entry as? Entry)?.name ?? "?") }
+    #expect(order == ["a1", "a2", "a3", "b", "c"])
+  }
+
+  @Test func aRemovedEntryLeavesAtOnceAndTheRestKeepTheirOrder() {
+    var queue = TimerQueue()
+    let entries = (0..<50).map { Entry("\($0)", at: Int64(($0 * 37) % 50)) }
+    for entry in entries { queue.insert(entry) }
+    for entry in entries where Int(entry.name)! % 3 == 0 {
+      let removed = queue.remove(entry)
+      let removedAgain = queue.remove(entry)
+      #expect(removed)
+      #expect(entry.heapIndex == -1)
+      #expect(!removedAgain)
+    }
+    var due: [TimerEntry] = []
+    queue.popDue(by: .seconds(100), into: &due)
+    let deadlines = due.map(\.deadline)
+    #expect(deadlines == deadlines.sorted())
+    #expect(due.count == entries.filter { Int($0.name)! % 3 != 0 }.count)
+    #expect(queue.isEmpty)
+  }
+
+  @Test(arguments: [1, 2, 3, 4, 5] as [UInt64])
+  func randomArmsAndRemovesMatchASortedModel(seed: UInt64) {
+    var random = SplitMix64Timer(state: seed)
+    var queue = TimerQueue()
+    var model: [(deadline: Int64, order: Int, entry: Entry)] = []
+    var order = 0
+    for _ in 0..<2_000 {
+      switch random.next() % 4 {
+      case 0, 1:
+        let entry = Entry("\(order)", at: Int64(random.next() % 100))
+        queue.insert(entry)
+        model.append((entry.deadline.components.seconds, order, entry))
+        order += 1
+      case 2:
+        guard !model.isEmpty else { continue }
+        let index = Int(random.next() % UInt64(model.count))
+        let removed = queue.remove(model[index].entry)
+        #expect(removed)
+        model.remove(at: index)
+      default:
+        let now = Int64(random.next() % 100)
+        var due: [TimerEntry] = []
+        queue.popDue(by: .seconds(now), into: &due)
+        let expected = model.filter { $0.deadline <= now }
+          .sorted { ($0.deadline, $0.order) < ($1.deadline, $1.order) }
+        #expect(due.map { ObjectIdentifier($0) } == expected.map { ObjectIdentifier($0.entry) })
+        model.removeAll { $0.deadline <= now }
+      }
+      #expect(queue.count == model.count)
+    }
+  }
+}
+
+/// A small, seedable generator (SplitMix64).
+struct SplitMix64Timer: RandomNumberGenerator {
+  var state: UInt64
+
+  mutating func next() -> UInt64 {
+    self.state &+= 0x9E37_79B9_7F4A_7C15
+    var z = self.state
+    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+    return z ^ (z >> 31)
+  }
+}
