@@ -14,7 +14,15 @@ struct BenchFeature: Reducer {
     case park
     case parkCancellable(id: Int)
     case cancel(id: Int)
+    /// Re-arms the idle timeout (a request to a session).
+    case rearmIdle
+    /// Restarts a debounced `.send`.
+    case debounced
+    /// A cancellable `.send` that cancels the previous one: the bookkeeping a re-arm shares.
+    case cancellableSend
   }
+
+  enum TimerID: Hashable, Sendable { case idle, debounce }
 
   @inline(never)
   func reduce(into state: inout State, action: Action) -> Effect<Action> {
@@ -41,6 +49,18 @@ struct BenchFeature: Reducer {
         .cancellable(id: id)
     case .cancel(let id):
       return .cancel(id: id)
+    case .rearmIdle:
+      state.count &+= 1
+      return .send(.increment, after: .seconds(300), clock: ContinuousClock())
+        .cancellable(id: TimerID.idle, cancelInFlight: true)
+    case .cancellableSend:
+      state.count &+= 1
+      return .send(.increment)
+        .cancellable(id: TimerID.idle, cancelInFlight: true)
+    case .debounced:
+      state.count &+= 1
+      return .send(.increment)
+        .debounce(id: TimerID.debounce, for: .seconds(300), clock: ContinuousClock())
     }
   }
 }

@@ -120,6 +120,42 @@ func cancellationBenchmarks() -> [Benchmark] {
       }
     ),
     Benchmark(
+      name: "timer re-arm (.send(after:) cancelInFlight), per action",
+      floorName: "store.send of an action returning .none",
+      operations: 100_000,
+      target: 2,
+      run: {
+        for _ in 0..<100_000 { await store.send(.rearmIdle) }
+      },
+      floor: {
+        for _ in 0..<100_000 { await store.send(.increment) }
+      }
+    ),
+    Benchmark(
+      name: "cancellable .send (cancelInFlight), per action",
+      floorName: "store.send of an action returning .none",
+      operations: 100_000,
+      target: nil,
+      run: {
+        for _ in 0..<100_000 { await store.send(.cancellableSend) }
+      },
+      floor: {
+        for _ in 0..<100_000 { await store.send(.increment) }
+      }
+    ),
+    Benchmark(
+      name: "debounce restart (continuous clock), per action",
+      floorName: "store.send of an action returning .none",
+      operations: 100_000,
+      target: 3,
+      run: {
+        for _ in 0..<100_000 { await store.send(.debounced) }
+      },
+      floor: {
+        for _ in 0..<100_000 { await store.send(.increment) }
+      }
+    ),
+    Benchmark(
       name: "debounce: 10,000 rapid actions, per action",
       floorName: "store.send of an action returning .none",
       operations: 10_000,
