@@ -17,6 +17,7 @@ extension Effect {
   ///   - id: Any hashable, sendable value. Prefer a dedicated `enum CancelID`.
   ///   - cancelInFlight: When `true`, first cancels in-flight effects with the same `id`.
   /// - Returns: An effect that stops producing actions once cancelled.
+  @inlinable
   public func cancellable<ID: Hashable & Sendable>(
     id: ID,
     cancelInFlight: Bool = false
@@ -34,6 +35,7 @@ extension Effect {
   ///
   /// - Parameter id: The identifier the effects were made cancellable with.
   /// - Returns: An effect that cancels them.
+  @inlinable
   public static func cancel<ID: Hashable & Sendable>(id: ID) -> Self {
     Self(operation: .cancel([CancelKey(id)]))
   }
