@@ -49,3 +49,33 @@ extension Effect {
     return keys.isEmpty ? .none : Self(operation: .cancel(keys))
   }
 }
+
+// MARK: - Shutdown
+
+extension Effect {
+  /// Marks this effect as one a graceful shutdown cancels at once instead of waiting for.
+  ///
+  /// A graceful shutdown (``Store/shutdown(gracePeriod:clock:)``, a ``StoreGroup``'s, or a
+  /// ``StoreRegistry`` passivating a session) lets running effects finish before it cancels
+  /// them. Work that only waits (an idle timer, a heartbeat, a subscription) would hold the
+  /// shutdown for its whole grace period: mark it, and it is cancelled as the shutdown begins.
+  /// Work that must finish (a save) stays unmarked.
+  ///
+  /// ```swift
+  /// return .send(.idle, after: .seconds(300), clock: clock)
+  ///   .cancellable(id: CancelID.idle, cancelInFlight: true)
+  ///   .cancelledOnShutdown()
+  /// ```
+  ///
+  /// A marked effect returned while a graceful shutdown is under way is not started. A plain
+  /// ``Store/shutdown()`` cancels every effect anyway; the mark changes nothing there.
+  ///
+  /// - Returns: The same effect, cancelled when a graceful shutdown begins.
+  public func cancelledOnShutdown() -> Self {
+    if case .none = self.operation { return .none }
+    let marked = Self(
+      operation: .cancellable(CancelKey.cancelledOnShutdown, cancelInFlight: false, self)
+    )
+    return Self(operation: .deferred { supervisor in supervisor.isDraining ? .none : marked })
+  }
+}

@@ -261,12 +261,16 @@ func reportUncaughtError(
   line: UInt,
   column: UInt
 ) {
+  let action = EffectSupervisor.current?.currentEffectAction()
   reportIssue(
     """
     An 'Effect.run' threw an error and has no 'catch' handler.
 
       Error:
-        \(error)
+        \(error) (\(String(reflecting: type(of: error))))
+
+      Effect:
+        started at \(fileID):\(line)\(action.map { " by the action\n    \($0)" } ?? "")
 
     Handle the error with 'catch: { error, send in ... }' or catch it in the body. Throwing \
     'CancellationError' ends an effect quietly.

@@ -57,6 +57,12 @@ public protocol StoreObserver<State, Action>: Sendable {
   /// A `.run` effect ended: its body returned, it was cancelled, or it threw.
   func effectEnded(_ effect: EffectReference, outcome: EffectOutcome)
 
+  /// A `.run` effect ended, after running for `duration`.
+  ///
+  /// The duration is measured on the store's `continuousClock` dependency (exact under a
+  /// ``TestClock``). By default this calls ``effectEnded(_:outcome:)``: implement either.
+  func effectEnded(_ effect: EffectReference, outcome: EffectOutcome, duration: Duration)
+
   /// The store, or one of its effects, reported an issue (it is still reported as usual).
   func issueReported(_ issue: ReportedIssue)
 
@@ -73,6 +79,10 @@ extension StoreObserver {
   public func effectStarted(_ effect: EffectReference) {}
   /// Does nothing by default.
   public func effectEnded(_ effect: EffectReference, outcome: EffectOutcome) {}
+  /// Calls ``effectEnded(_:outcome:)``.
+  public func effectEnded(_ effect: EffectReference, outcome: EffectOutcome, duration: Duration) {
+    self.effectEnded(effect, outcome: outcome)
+  }
   /// Does nothing by default.
   public func issueReported(_ issue: ReportedIssue) {}
   /// Does nothing by default.

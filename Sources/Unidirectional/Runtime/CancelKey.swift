@@ -33,6 +33,14 @@
     hasher.combine(self.scope)
   }
 
+  /// The key every effect marked ``Effect/cancelledOnShutdown()`` is registered under (a private
+  /// type, so no user identifier can equal it).
+  static let cancelledOnShutdown = CancelKey(CancelledOnShutdown(), scope: nil)
+
+  private struct CancelledOnShutdown: Hashable, Sendable, CustomStringConvertible {
+    var description: String { "cancelledOnShutdown" }
+  }
+
   /// The identifier as the user wrote it, for diagnostics.
   @usableFromInline var description: String {
     self.value.description
@@ -76,7 +84,8 @@ func currentCancelScope() -> CancelScope? {
 
 /// A ``CancelValue`` of one identifier type.
 // Safety: immutable; `ID` is `Sendable`.
-@usableFromInline final class TypedCancelValue<ID: Hashable & Sendable>: CancelValue,
+@usableFromInline
+final class TypedCancelValue<ID: Hashable & Sendable>: CancelValue,
   @unchecked Sendable
 {
   @usableFromInline let id: ID

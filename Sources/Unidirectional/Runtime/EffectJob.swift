@@ -38,17 +38,26 @@ import Synchronization
   // this write at creation before that read). Nothing else touches it.
   private nonisolated(unsafe) var body: (@concurrent @Sendable (Send<Action>) async -> Void)?
   @usableFromInline let delivery: EffectDelivery<Action>
+  /// The action whose reduce returned this effect, for diagnostics.
+  let action: Action?
 
   /// A `.run` unit of `lifetime`, or the first unit of a new one.
   init(
     lifetime: (any EffectUnit)?,
     operation: RunOperation<Action>,
-    delivery: EffectDelivery<Action>
+    delivery: EffectDelivery<Action>,
+    action: Action?
   ) {
     self.owner = lifetime
     self.priority = operation.priority
     self.body = operation.body
     self.delivery = delivery
+    self.action = action
+  }
+
+  /// The action whose reduce returned this effect, described for a diagnostic.
+  var startingActionDescription: String? {
+    self.action.map { debugDescription(of: $0) }
   }
 
   /// The effect's body, once: later calls return `nil`.
@@ -215,9 +224,17 @@ enum EffectPlan<Action: Sendable>: Sendable {
   @inline(__always)
   static func run(_ job: RunJob<Action>, on supervisor: EffectSupervisor) async {
     guard let body = job.takeBody(), supervisor.start(job) else { return }
-    supervisor.observer?.effectStarted(EffectReference(job))
+    let stopwatch: (@Sendable () -> Duration)?
+    if let observer = supervisor.observer {
+      observer.effectStarted(EffectReference(job))
+      stopwatch = supervisor.startStopwatch()
+    } else {
+      stopwatch = nil
+    }
     await body(Send(job: job))
-    if let observer = supervisor.observer { supervisor.reportEnd(of: job, to: observer) }
+    if let observer = supervisor.observer {
+      supervisor.reportEnd(of: job, to: observer, duration: stopwatch?() ?? .zero)
+    }
     await supervisor.finish(job)
   }
 

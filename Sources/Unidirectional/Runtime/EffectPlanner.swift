@@ -21,6 +21,8 @@ struct EffectPlanner<Action: Sendable> {
   @usableFromInline var jobs: [any EffectJob] = []
   /// Timers to arm once registered.
   @usableFromInline var timers: [TimerEntry] = []
+  /// The action being reduced, whose effect is planned (named by diagnostics of its effects).
+  @usableFromInline var reducing: Action?
   /// Whether timers run as sleeping tasks (outside a store, where nothing arms them).
   var lowersTimers = false
   /// The lifetime new units join (its first unit): the sent action's (its first unit once there is
@@ -70,7 +72,12 @@ struct EffectPlanner<Action: Sendable> {
       }
 
     case .run(let operation):
-      let job = RunJob(lifetime: self.joinedLifetime(), operation: operation, delivery: delivery)
+      let job = RunJob(
+        lifetime: self.joinedLifetime(),
+        operation: operation,
+        delivery: delivery,
+        action: self.reducing
+      )
       self.register(job, keys)
       self.jobs.append(job)
 
@@ -79,7 +86,8 @@ struct EffectPlanner<Action: Sendable> {
         let job = RunJob(
           lifetime: self.joinedLifetime(),
           operation: timer.asRun,
-          delivery: delivery
+          delivery: delivery,
+          action: self.reducing
         )
         self.register(job, keys)
         self.jobs.append(job)
@@ -171,12 +179,22 @@ struct EffectPlanner<Action: Sendable> {
     case .send(let action):
       return .send(self.register(keys), action)
     case .run(let operation):
-      let job = RunJob(lifetime: self.joinedLifetime(), operation: operation, delivery: delivery)
+      let job = RunJob(
+        lifetime: self.joinedLifetime(),
+        operation: operation,
+        delivery: delivery,
+        action: self.reducing
+      )
       self.register(job, keys)
       return .run(job)
     case .timer(let timer):
       // NB: inside an ordered step the timer waits for its turn: a task that sleeps.
-      let job = RunJob(lifetime: self.joinedLifetime(), operation: timer.asRun, delivery: delivery)
+      let job = RunJob(
+        lifetime: self.joinedLifetime(),
+        operation: timer.asRun,
+        delivery: delivery,
+        action: self.reducing
+      )
       self.register(job, keys)
       return .run(job)
     case .cancel(let cancelled):

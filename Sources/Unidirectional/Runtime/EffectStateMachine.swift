@@ -521,6 +521,11 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     return nil
   }
 
+  /// The unit registered as `id`, if it has not finished.
+  func unit(_ id: EffectID) -> (any EffectUnit)? {
+    self.effects[id]?.unit
+  }
+
   /// Units registered and not finished.
   var liveCount: Int { self.effects.count }
 

@@ -19,6 +19,11 @@ import Synchronization
     var machine = Machine()
     /// Errors effects threw, until they end (only with an observer).
     var failures: [EffectID: any Error] = [:]
+    /// A graceful shutdown has begun: effects marked `cancelledOnShutdown()` no longer start.
+    var isDraining = false
+    /// Waiters of ``waitUntilOthersEnded()``: an effect of this store shutting it down.
+    var selfWaiters: [Int: UnsafeContinuation<Void, Never>] = [:]
+    var nextSelfWaiter = 0
   }
 
   private let guarded = LockedBox(Guarded())
@@ -34,16 +39,24 @@ import Synchronization
     let drainer: (any ManualDrainer)?
     let reporter: IssueReporter
     let observer: (any StoreObserver)?
+    /// Starts measuring an effect's duration on the store's `continuousClock` (with an observer).
+    let stopwatch: (@Sendable () -> @Sendable () -> Duration)?
 
     init(
       executorPreference: (any TaskExecutor)?,
       reporter: IssueReporter,
-      observer: (any StoreObserver)?
+      observer: (any StoreObserver)?,
+      clock: (any Clock<Duration>)?
     ) {
       self.executorPreference = executorPreference
       self.drainer = executorPreference as? any ManualDrainer
       self.reporter = reporter
       self.observer = observer
+      if observer != nil, let clock {
+        self.stopwatch = makeStopwatch(clock)
+      } else {
+        self.stopwatch = nil
+      }
     }
   }
 
@@ -54,6 +67,7 @@ import Synchronization
     executorPreference: (any TaskExecutor)?,
     reporter: IssueReporter,
     observer: (any StoreObserver)? = nil,
+    clock: (any Clock<Duration>)? = nil,
     cancelsTimers: Bool = true,
     effectsEnded: @escaping @Sendable () async -> Void = {}
   ) {
@@ -63,7 +77,8 @@ import Synchronization
       self.extras = Extras(
         executorPreference: executorPreference,
         reporter: reporter,
-        observer: observer
+        observer: observer,
+        clock: clock
       )
     }
     self.effectsEnded = effectsEnded
@@ -79,6 +94,13 @@ import Synchronization
 
   /// The store's observer: effect events.
   var observer: (any StoreObserver)? { self.extras?.observer }
+
+  /// Starts measuring an effect's duration (only with an observer; zero without a clock).
+  @inline(never)
+  func startStopwatch() -> @Sendable () -> Duration {
+    guard let stopwatch = self.extras?.stopwatch else { return { .zero } }
+    return stopwatch()
+  }
 
   // MARK: - Registering and submitting
 
@@ -166,9 +188,65 @@ import Synchronization
   /// The synchronous part of ``taskEnded()``; `true` when it was the last task after shutdown.
   @inline(never)
   private func endTask() -> Bool {
-    let end = self.guarded.withLock { $0.machine.jobEnded() }
+    let (end, selfWaiters) = self.guarded.withLock { guarded in
+      let end = guarded.machine.jobEnded()
+      guard !guarded.selfWaiters.isEmpty, guarded.machine.liveJobs <= 1 else {
+        return (end, [UnsafeContinuation<Void, Never>]())
+      }
+      defer { guarded.selfWaiters = [:] }
+      return (end, Array(guarded.selfWaiters.values))
+    }
     Self.resume(end.resumptions)
+    for waiter in selfWaiters { waiter.resume() }
     return end.ended
+  }
+
+  /// Whether the current task runs one of this supervisor's effects.
+  var isCurrentEffect: Bool {
+    EffectSupervisor.current === self
+  }
+
+  /// Suspends until no effect task but the caller's is alive (the caller is an effect of this
+  /// store: waiting for every task would wait for itself).
+  ///
+  /// - Parameter cancellable: Whether cancelling the waiting task ends the wait (a graceful
+  ///   shutdown's timed wait), or not (a shutdown, which has just cancelled the caller too).
+  func waitUntilOthersEnded(cancellable: Bool = false) async {
+    let ticket = self.guarded.withLock { guarded in
+      defer { guarded.nextSelfWaiter += 1 }
+      return guarded.nextSelfWaiter
+    }
+    let wait = {
+      await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
+        let ready = self.guarded.withLock { guarded -> Bool in
+          if guarded.machine.liveJobs <= 1 || (cancellable && Task.isCancelled) { return true }
+          guarded.selfWaiters[ticket] = continuation
+          return false
+        }
+        if ready { continuation.resume() }
+      }
+    }
+    guard cancellable else { return await wait() }
+    await withTaskCancellationHandler {
+      await wait()
+    } onCancel: {
+      self.guarded.withLock { $0.selfWaiters.removeValue(forKey: ticket) }?.resume()
+    }
+  }
+
+  /// ``waitUntilOthersEnded()``, giving up after `duration` on `clock`; `true` when they ended.
+  func waitUntilOthersEnded(
+    orAfter duration: Duration,
+    on clock: any Clock<Duration>
+  ) async
+    -> Bool
+  {
+    if self.guarded.withLock({ $0.machine.liveJobs <= 1 }) { return true }
+    return await firstToFinish(
+      { await self.waitUntilOthersEnded(cancellable: true) },
+      orAfter: duration,
+      on: clock
+    )
   }
 
   // MARK: - Running and finishing units
@@ -236,6 +314,18 @@ import Synchronization
   /// Cancels every unit of a lifetime, and any that joins it later.
   func cancel(lifetime: any EffectUnit) {
     self.perform(self.guarded.withLock { $0.machine.cancel(lifetime: lifetime) })
+  }
+
+  /// Starts a graceful shutdown: cancels the effects marked `cancelledOnShutdown()`, and makes
+  /// later marked effects start cancelled (``Effect/cancelledOnShutdown()``).
+  func beginDraining() {
+    self.guarded.withLock { $0.isDraining = true }
+    self.cancel([CancelKey.cancelledOnShutdown])
+  }
+
+  /// Whether a graceful shutdown has begun.
+  var isDraining: Bool {
+    self.guarded.withLock { $0.isDraining }
   }
 
   /// Cancels every unit, leaving the store open.
@@ -351,9 +441,29 @@ import Synchronization
     }
   }
 
+  /// The action that started the effect running in the current task, described (for the
+  /// uncaught-error report).
+  @inline(never)
+  func currentEffectAction() -> String? {
+    withUnsafeCurrentTask { task -> String? in
+      guard let task else { return nil }
+      let unit = self.guarded.withLock { guarded -> (any EffectUnit)? in
+        guard let id = guarded.machine.runningUnit(where: { $0.isRunning(task) }) else {
+          return nil
+        }
+        return guarded.machine.unit(id)
+      }
+      return (unit as? any DescribesStartingAction)?.startingActionDescription
+    }
+  }
+
   /// Tells the observer a `.run` unit ended, and how.
   @inline(never)
-  func reportEnd(of unit: any EffectUnit, to observer: any StoreObserver) {
+  func reportEnd(
+    of unit: any EffectUnit,
+    to observer: any StoreObserver,
+    duration: Duration
+  ) {
     let failure = self.guarded.withLock { $0.failures.removeValue(forKey: unit.id) }
     let outcome: EffectOutcome
     if let failure {
@@ -361,7 +471,7 @@ import Synchronization
     } else {
       outcome = unit.isCancelled ? .cancelled : .finished
     }
-    observer.effectEnded(EffectReference(unit), outcome: outcome)
+    observer.effectEnded(EffectReference(unit), outcome: outcome, duration: duration)
   }
 
   // MARK: - Debouncing
@@ -460,3 +570,19 @@ import Synchronization
     self.guarded.withLock { $0.machine.unfinishedOrigins }
   }
 }
+
+/// Measures durations on `clock`: each call starts a measurement and returns its reading.
+private func makeStopwatch<C: Clock>(_ clock: C) -> @Sendable () -> @Sendable () -> Duration
+where C.Duration == Duration {
+  {
+    let start = clock.now
+    return { start.duration(to: clock.now) }
+  }
+}
+
+/// A unit that knows the action whose reduce returned it.
+protocol DescribesStartingAction {
+  var startingActionDescription: String? { get }
+}
+
+extension RunJob: DescribesStartingAction {}

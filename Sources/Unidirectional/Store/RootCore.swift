@@ -269,7 +269,9 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
       self.queue.append((next, nil))
       self.queueCount += 1
     default:
+      self.planner.reducing = action
       self.plan(effect)
+      self.planner.reducing = nil
     }
   }
 
@@ -367,6 +369,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
       executorPreference: self.extras?.executorPreference,
       reporter: self.reporter,
       observer: self.storeObserver,
+      clock: self.storeObserver == nil ? nil : self.dependencies.values.continuousClock,
       cancelsTimers: self.extras?.cancelsTimers ?? true,
       effectsEnded: { await isolation.release() }
     )
@@ -399,6 +402,14 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
     self.close()
     self.hasShutDown = true
     guard let supervisor = self.supervisor else { return }
+    if supervisor.isCurrentEffect {
+      // Called by one of this store's own effects: waiting for every effect would wait for the
+      // caller. Wait for the others; the caller is cancelled, and its task lets go of the core
+      // when it ends.
+      supervisor.shutDown()
+      await supervisor.waitUntilOthersEnded()
+      return
+    }
     if !supervisor.shutDown() { await supervisor.waitUntilEnded() }
     self.releaseFromEffects()
   }
@@ -420,6 +431,10 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
     guard let supervisor = self.supervisor else {
       self.cancelForShutdown()
       self.completeShutdown(effectsEnded: true, gracePeriod: gracePeriod)
+      return
+    }
+    if supervisor.isCurrentEffect {
+      await self.shutdownFromOwnEffect(supervisor, gracePeriod: gracePeriod, clock: clock)
       return
     }
     var ended = supervisor.isIdle
@@ -450,6 +465,22 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
     self.completeShutdown(effectsEnded: ended, gracePeriod: gracePeriod)
   }
 
+  /// A graceful shutdown called by one of this store's own effects: the same phases, waiting for
+  /// the *other* effects (the caller's task is cancelled with the rest and ends after it returns).
+  private func shutdownFromOwnEffect(
+    _ supervisor: EffectSupervisor,
+    gracePeriod: Duration,
+    clock: any Clock<Duration>
+  ) async {
+    if gracePeriod > .zero {
+      _ = await supervisor.waitUntilOthersEnded(orAfter: gracePeriod, on: clock)
+    }
+    self.hasShutDown = true
+    supervisor.shutDown()
+    await supervisor.waitUntilOthersEnded()
+    self.notifyShutDown()
+  }
+
   @usableFromInline var isObserved: Bool { self.storeObserver != nil }
 
   /// How long cancelled effects have to end, at least, before a graceful shutdown reports them.
@@ -462,6 +493,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
   @usableFromInline func closeForShutdown() -> Bool {
     guard !self.isClosed else { return false }
     self.close()
+    self.supervisor?.beginDraining()
     return true
   }
 

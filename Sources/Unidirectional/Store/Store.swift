@@ -215,6 +215,58 @@ public actor Store<State: Sendable, Action: Sendable> {
     return root.sendAction(root, action, location)
   }
 
+  /// Sends an action and reads the state right after it (and the `.send` actions it chains) was
+  /// reduced, before any other action.
+  ///
+  /// ```swift
+  /// let total = await store.send(.add(item), reading: { $0.total })
+  /// ```
+  ///
+  /// Sending to a store that was shut down reports an issue (as
+  /// ``send(_:fileID:filePath:line:column:)`` does) and reads the unchanged state.
+  ///
+  /// - Parameters:
+  ///   - action: The action.
+  ///   - read: Reads a value from the state once the action was reduced.
+  ///   - fileID: The file ID of the location issues are reported at (the caller's).
+  ///   - filePath: The file path of that source location.
+  ///   - line: The line of that source location.
+  ///   - column: The column of that source location.
+  /// - Returns: The value `read` returned.
+  @inlinable
+  public func send<Value: Sendable>(
+    _ action: Action,
+    reading read: @Sendable (State) -> Value,
+    fileID: StaticString = #fileID,
+    filePath: StaticString = #filePath,
+    line: UInt = #line,
+    column: UInt = #column
+  ) -> Value {
+    self.send(action, fileID: fileID, filePath: filePath, line: line, column: column)
+    return read(self.core.state)
+  }
+
+  /// Sends an action if the store accepts it and reads the state right after it was reduced:
+  /// `nil`, quietly, once the store is shutting down or shut down.
+  ///
+  /// - Parameters:
+  ///   - action: The action.
+  ///   - read: Reads a value from the state once the action was reduced.
+  /// - Returns: The action's task and the value read, or `nil` if the action was rejected.
+  public func trySend<Value: Sendable>(
+    _ action: Action,
+    reading read: @Sendable (State) -> Value
+  ) -> (task: StoreTask, value: Value)? {
+    let location = SourceLocation(
+      fileID: #fileID,
+      filePath: #filePath,
+      line: #line,
+      column: #column
+    )
+    guard let task = self.core.trySend(action, location: location) else { return nil }
+    return (task, read(self.core.state))
+  }
+
   /// Sends an action if the store accepts it: `nil`, quietly, once the store is shutting down or
   /// shut down.
   ///
