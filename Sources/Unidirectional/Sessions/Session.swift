@@ -1,0 +1,90 @@
+import Synchronization
+
+/// What every reduce of a session's store records, without a lock: when it last reduced an action
+/// (its idle period), how recently among all sessions (least-recently-used order), and how many
+/// actions it has reduced (the version a save carries).
+final class SessionActivity: Sendable {
+  private let lastActiveNanoseconds: Atomic<Int64>
+  private let stamp = Atomic<UInt64>(0)
+  private let count = Atomic<UInt64>(0)
+  private let clock: SessionClock
+
+  init(clock: SessionClock) {
+    self.clock = clock
+    self.lastActiveNanoseconds = Atomic(clock.host.nowOffset.nanoseconds)
+    self.stamp.store(clock.nextStamp(), ordering: .relaxed)
+  }
+
+  /// The store is about to reduce an action.
+  func touch() {
+    self.lastActiveNanoseconds.store(self.clock.host.nowOffset.nanoseconds, ordering: .relaxed)
+    self.stamp.store(self.clock.nextStamp(), ordering: .relaxed)
+    self.count.add(1, ordering: .relaxed)
+  }
+
+  /// When the store last reduced an action, on the timer host's timeline.
+  var lastActive: Duration {
+    .nanoseconds(self.lastActiveNanoseconds.load(ordering: .relaxed))
+  }
+
+  /// Orders sessions by their latest action (greater: more recent).
+  var recency: UInt64 {
+    self.stamp.load(ordering: .relaxed)
+  }
+
+  /// The number of actions reduced (read on the store's executor right after an action).
+  var version: UInt64 {
+    self.count.load(ordering: .relaxed)
+  }
+}
+
+/// A registry's time: the host its idle timers wait on, and the recency counter of its sessions.
+final class SessionClock: Sendable {
+  let host: any TimerHost
+  private let stamps = Atomic<UInt64>(0)
+
+  init(host: any TimerHost) {
+    self.host = host
+  }
+
+  func nextStamp() -> UInt64 {
+    self.stamps.add(1, ordering: .relaxed).newValue
+  }
+}
+
+/// A session's idle timer: a record in its clock's timer queue, re-armed lazily (an action does
+/// not touch the queue; a timer that fires early re-arms for the rest of the idle period).
+// Safety: as for `TimerEntry`; `onFire` is immutable.
+final class IdleTimer: TimerEntry, @unchecked Sendable {
+  private let onFire: @Sendable (IdleTimer) -> Void
+
+  init(host: any TimerHost, deadline: Duration, onFire: @escaping @Sendable (IdleTimer) -> Void) {
+    self.onFire = onFire
+    super.init(lifetime: nil, host: host, deadline: deadline, interval: nil)
+  }
+
+  override func fire(on host: any TimerHost) async {
+    self.onFire(self)
+  }
+}
+
+/// The reducer of a registry's store: the feature's, recording each action's activity first.
+struct SessionReducer<Base: Reducer>: Reducer where Base.State: Sendable {
+  let base: Base
+  let activity: SessionActivity
+
+  func reduce(into state: inout Base.State, action: Base.Action) -> Effect<Base.Action> {
+    self.activity.touch()
+    return self.base.reduce(into: &state, action: action)
+  }
+}
+
+extension Duration {
+  /// The duration in whole nanoseconds (saturating).
+  var nanoseconds: Int64 {
+    let (seconds, attoseconds) = self.components
+    let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+    if overflow { return seconds < 0 ? .min : .max }
+    return scaled &+ attoseconds / 1_000_000_000
+  }
+}

@@ -1,0 +1,39 @@
+/// Why a ``StoreRegistry`` did not deliver an action to a session.
+///
+/// Each case carries the session's key (as `String(describing:)`) and a message a person can act
+/// on; ``description`` names both. A registry never drops an action silently: it either reduces it
+/// or throws one of these.
+public enum SessionError: Error, Sendable, Hashable, CustomStringConvertible {
+  /// The registry has shut down (or began to): it takes no more actions.
+  case shutDown(key: String, message: String)
+  /// Another owner holds the session's lease (or took it over): send to that owner, or retry
+  /// once its lease has expired.
+  case ownershipLost(key: String, message: String)
+  /// The session's storage failed: loading, saving or taking its lease.
+  case storageFailed(key: String, message: String)
+
+  /// The key of the session, as `String(describing:)`.
+  public var key: String {
+    switch self {
+    case .shutDown(let key, _), .ownershipLost(let key, _), .storageFailed(let key, _): key
+    }
+  }
+
+  /// What went wrong, and what to do about it.
+  public var message: String {
+    switch self {
+    case .shutDown(_, let message), .ownershipLost(_, let message),
+      .storageFailed(_, let message):
+      message
+    }
+  }
+
+  /// The key and the message, for logs and responses.
+  public var description: String {
+    switch self {
+    case .shutDown: "session '\(self.key)': registry shut down: \(self.message)"
+    case .ownershipLost: "session '\(self.key)': ownership lost: \(self.message)"
+    case .storageFailed: "session '\(self.key)': storage failed: \(self.message)"
+    }
+  }
+}

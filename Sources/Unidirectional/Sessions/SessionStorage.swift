@@ -1,0 +1,98 @@
+/// Where a ``StoreRegistry`` keeps its sessions' state, and who owns each session.
+///
+/// A backend stores one row per key: the state, and a lease (its owner, its expiry, and a fencing
+/// token that grows with every new owner). The registry takes a key's lease and loads its state
+/// when it activates the key, saves the states of many keys in one call (group commit), renews
+/// its leases in the background, and releases a lease when it passivates the key.
+///
+/// The rules every backend keeps:
+/// - ``acquire(_:owner:)`` grants the lease when it is free, expired, or already `owner`'s, with a
+///   token greater than any granted before for that key; otherwise it names the current owner.
+/// - ``save(_:owner:)`` writes a state only if its token is still the key's current one, checked in
+///   the same step that writes (a stale owner never overwrites a newer one).
+/// - Expiry is measured on the storage's own time (the database server's clock), so registries on
+///   different machines agree.
+///
+/// The core ships ``InMemorySessionStorage`` for tests; the companion package has SQLite and
+/// PostgreSQL backends. Anyone can write another.
+public protocol SessionStorage<Key, State>: Sendable {
+  /// The sessions' key.
+  associatedtype Key: Hashable & Sendable
+  /// The sessions' state.
+  associatedtype State: Sendable
+
+  /// How long a lease lasts without renewal. Registries renew every third of it.
+  var leaseDuration: Duration { get }
+
+  /// Takes `key`'s lease for `owner` and loads its stored state.
+  ///
+  /// - Returns: The lease's fencing token and the stored state (`nil` for a key never saved), or
+  ///   the owner that holds the lease.
+  /// - Throws: When the storage fails, or the stored state cannot be read (it is left as is).
+  func acquire(_ key: Key, owner: String) async throws -> SessionAcquisition<State>
+
+  /// Saves the states of several keys, each under its lease's token, as one write.
+  ///
+  /// - Returns: One result per write, in order: saved, or refused because the token is stale.
+  /// - Throws: When the storage fails; then nothing of the batch is known to be saved.
+  func save(
+    _ writes: [SessionWrite<Key, State>],
+    owner: String
+  ) async throws
+    -> [SessionSaveResult]
+
+  /// Extends `owner`'s leases.
+  ///
+  /// - Returns: The keys whose lease `owner` no longer holds (another owner took it over).
+  func renew(_ leases: [SessionLease<Key>], owner: String) async throws -> [Key]
+
+  /// Gives up `owner`'s leases, so another owner may take the keys at once.
+  func release(_ leases: [SessionLease<Key>], owner: String) async throws
+}
+
+/// The outcome of ``SessionStorage/acquire(_:owner:)``.
+public enum SessionAcquisition<State: Sendable>: Sendable {
+  /// The lease is the caller's, under this fencing token; the key's stored state, if any.
+  case acquired(token: UInt64, state: State?)
+  /// Another owner holds an unexpired lease.
+  case heldBy(owner: String)
+}
+
+/// A key's state to save, under the fencing token of the lease it was acquired with.
+public struct SessionWrite<Key: Hashable & Sendable, State: Sendable>: Sendable {
+  /// The session's key.
+  public var key: Key
+  /// The state to store.
+  public var state: State
+  /// The fencing token of the writer's lease.
+  public var token: UInt64
+
+  /// Creates a write.
+  public init(key: Key, state: State, token: UInt64) {
+    self.key = key
+    self.state = state
+    self.token = token
+  }
+}
+
+/// A key's lease, by its fencing token.
+public struct SessionLease<Key: Hashable & Sendable>: Sendable, Hashable {
+  /// The session's key.
+  public var key: Key
+  /// The lease's fencing token.
+  public var token: UInt64
+
+  /// Creates a lease.
+  public init(key: Key, token: UInt64) {
+    self.key = key
+    self.token = token
+  }
+}
+
+/// The outcome of one write of ``SessionStorage/save(_:owner:)``.
+public enum SessionSaveResult: Sendable, Hashable {
+  /// The state is stored (durably, for a durable backend).
+  case saved
+  /// The write's token is no longer the key's: another owner took the lease (named when known).
+  case staleToken(currentOwner: String?)
+}

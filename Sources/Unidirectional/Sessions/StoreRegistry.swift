@@ -1,0 +1,760 @@
+/// Many keyed stores in a server: one per session, user, room or device.
+///
+/// A registry activates a key's store on its first send, keeps at most one live store per key,
+/// passivates stores that stay idle or exceed its capacity (least recently used first), and shuts
+/// every store down with the server. With a ``SessionStorage`` it also makes sessions durable: a
+/// key's state is loaded on activation, each send returns once the state after it is saved, and a
+/// key is live in one registry at a time across every instance sharing the storage.
+///
+/// ```swift
+/// let carts = StoreRegistry<String, Cart>(
+///   idleTimeout: .seconds(300),
+///   capacity: 100_000,
+///   clock: ContinuousClock()
+/// ) { key in
+///   Cart.State(customer: key)
+/// } reducer: {
+///   Cart()
+/// }
+/// try await carts.send(.add(item), to: "alice")
+/// let total = try await carts.send(.add(item), to: "alice", reading: { $0.total })
+/// await carts.shutdown(gracePeriod: .seconds(5))
+/// ```
+///
+/// - Sends throw ``SessionError``; nothing is dropped silently. A send that races with its key's
+///   passivation waits for it and goes to the reactivated store, never to one shutting down.
+/// - Passivation (``passivate(_:)``, idle, or capacity) is a graceful shutdown of the store:
+///   effects marked ``Effect/cancelledOnShutdown()`` are cancelled, others get
+///   `passivationGracePeriod` to finish; then, with storage, the state is saved and the lease
+///   released. A passivating key is not live.
+/// - Any action a store reduces, whatever sent it, restarts its idle period and makes it the most
+///   recently used; ``liveStore(for:)`` and reading state do neither.
+/// - Activating or passivating one key never blocks sends to other keys: the registry's lock is
+///   never held across an `await`.
+public final class StoreRegistry<Key: Hashable & Sendable, R: Reducer & SendableMetatype>: Sendable
+where R.State: Sendable {
+  /// The sessions' state.
+  public typealias State = R.State
+  /// The sessions' action.
+  public typealias Action = R.Action
+
+  /// The name this registry holds leases under.
+  public let owner: String
+  private let storage: (any SessionStorage<Key, State>)?
+  private let idleTimeout: Duration?
+  private let capacity: Int
+  private let passivationGracePeriod: Duration
+  private let clock: any Clock<Duration>
+  private let sessionClock: SessionClock
+  private let makeObserver: @Sendable (Key) -> (any StoreObserver<State, Action>)?
+  private let initialState: @Sendable (Key) -> State
+  private let makeReducer: @Sendable () -> R
+  private let dependencies: DependencyValues
+  private let guarded = LockedBox(Guarded())
+  private let commits: GroupCommit<Key, State>?
+
+  /// A key's session, from activation until its store has shut down (and, with storage, its
+  /// state is saved and its lease released).
+  // Safety: `phase`, `token`, `waiters` and `ownershipWasLost` are read and written only under
+  // the registry's lock; the rest is immutable.
+  private final class Entry: @unchecked Sendable {
+    enum Phase {
+      /// Loading its state (with storage) and making its store.
+      case activating
+      /// Its store takes actions.
+      case live(Store<State, Action>)
+      /// Its store is shutting down (then it saves, and the entry goes).
+      case passivating(Store<State, Action>)
+    }
+
+    let key: Key
+    let activity: SessionActivity
+    var phase = Phase.activating
+    var token: UInt64 = 0
+    var ownershipWasLost = false
+    var idleTimer: IdleTimer?
+    /// Sends waiting for activation or passivation to end.
+    var waiters: [UnsafeContinuation<Void, Never>] = []
+
+    init(key: Key, clock: SessionClock) {
+      self.key = key
+      self.activity = SessionActivity(clock: clock)
+    }
+
+    var liveStore: Store<State, Action>? {
+      if case .live(let store) = self.phase { return store }
+      return nil
+    }
+  }
+
+  private struct Guarded: Sendable {
+    var entries: [Key: Entry] = [:]
+    var liveCount = 0
+    var isShutDown = false
+    var renewal: Task<Void, Never>?
+    /// Mutation-testing switch: a send to a passivating key activates a second store at once
+    /// instead of waiting (loads a stale state, and two stores live for one key).
+    var breaksActivation = false
+  }
+
+  // MARK: - Creating a registry
+
+  /// Creates a registry whose stores share one observer (or none).
+  ///
+  /// - Parameters:
+  ///   - storage: Where sessions' state and leases live; `nil` keeps them in memory only.
+  ///   - owner: The name this registry holds leases under; unique by default. Give each server
+  ///     instance its own.
+  ///   - idleTimeout: Passivates a store that reduced nothing for this long; `nil`: never.
+  ///   - capacity: At most this many live stores; the least recently used passivates first.
+  ///     `nil`: no limit.
+  ///   - passivationGracePeriod: How long a passivating store's unmarked effects may run on.
+  ///   - clock: Measures idle periods, grace periods and lease renewals (a ``TestClock`` in tests).
+  ///   - observer: Watches every store the registry makes.
+  ///   - initialState: The state of a key that has none stored.
+  ///   - reducer: Makes the feature's reducer.
+  ///   - prepareDependencies: Overrides dependencies for every store the registry makes.
+  public convenience init(
+    storage: (any SessionStorage<Key, State>)? = nil,
+    owner: String? = nil,
+    idleTimeout: Duration? = nil,
+    capacity: Int? = nil,
+    passivationGracePeriod: Duration = .seconds(10),
+    clock: any Clock<Duration> = ContinuousClock(),
+    observer: (any StoreObserver<State, Action>)? = nil,
+    initialState: @escaping @Sendable (Key) -> State,
+    reducer: @escaping @Sendable () -> R,
+    withDependencies prepareDependencies: (@Sendable (inout DependencyValues) -> Void)? = nil
+  ) {
+    self.init(
+      storage: storage,
+      owner: owner,
+      idleTimeout: idleTimeout,
+      capacity: capacity,
+      passivationGracePeriod: passivationGracePeriod,
+      clock: clock,
+      makeObserver: { _ in observer },
+      initialState: initialState,
+      reducer: reducer,
+      withDependencies: prepareDependencies
+    )
+  }
+
+  /// Creates a registry that makes one observer per key, so that logs, metrics and spans carry
+  /// the key.
+  ///
+  /// ```swift
+  /// let carts = StoreRegistry(idleTimeout: .seconds(300), observer: { key in CartLog(key: key) })
+  ///   { Cart.State(customer: $0) } reducer: { Cart() }
+  /// ```
+  ///
+  /// The parameters are those of
+  /// ``init(storage:owner:idleTimeout:capacity:passivationGracePeriod:clock:observer:initialState:reducer:withDependencies:)-(_,_,_,_,_,_,(any StoreObserver<State, Action>)?,_,_,_)``,
+  /// but for `observer`, which makes the observer of each key's store.
+  public convenience init<O: StoreObserver<State, Action>>(
+    storage: (any SessionStorage<Key, State>)? = nil,
+    owner: String? = nil,
+    idleTimeout: Duration? = nil,
+    capacity: Int? = nil,
+    passivationGracePeriod: Duration = .seconds(10),
+    clock: any Clock<Duration> = ContinuousClock(),
+    observer: @escaping @Sendable (Key) -> O,
+    initialState: @escaping @Sendable (Key) -> State,
+    reducer: @escaping @Sendable () -> R,
+    withDependencies prepareDependencies: (@Sendable (inout DependencyValues) -> Void)? = nil
+  ) {
+    self.init(
+      storage: storage,
+      owner: owner,
+      idleTimeout: idleTimeout,
+      capacity: capacity,
+      passivationGracePeriod: passivationGracePeriod,
+      clock: clock,
+      makeObserver: { observer($0) },
+      initialState: initialState,
+      reducer: reducer,
+      withDependencies: prepareDependencies
+    )
+  }
+
+  private init(
+    storage: (any SessionStorage<Key, State>)?,
+    owner: String?,
+    idleTimeout: Duration?,
+    capacity: Int?,
+    passivationGracePeriod: Duration,
+    clock: any Clock<Duration>,
+    makeObserver: @escaping @Sendable (Key) -> (any StoreObserver<State, Action>)?,
+    initialState: @escaping @Sendable (Key) -> State,
+    reducer: @escaping @Sendable () -> R,
+    withDependencies prepareDependencies: (@Sendable (inout DependencyValues) -> Void)?
+  ) {
+    if let capacity {
+      precondition(
+        capacity > 0,
+        "StoreRegistry(capacity: \(capacity)): the capacity must be at least 1 (nil: no limit)."
+      )
+    }
+    if let idleTimeout {
+      precondition(
+        idleTimeout > .zero,
+        """
+        StoreRegistry(idleTimeout: \(idleTimeout)): the idle timeout must be positive \
+        (nil: never passivate an idle store).
+        """
+      )
+    }
+    precondition(
+      passivationGracePeriod >= .zero,
+      "StoreRegistry(passivationGracePeriod: \(passivationGracePeriod)): must not be negative."
+    )
+    let owner = owner ?? "registry-\(String(UInt64.random(in: 1...UInt64.max), radix: 36))"
+    self.owner = owner
+    self.storage = storage
+    self.idleTimeout = idleTimeout
+    self.capacity = capacity ?? .max
+    self.passivationGracePeriod = passivationGracePeriod
+    self.clock = clock
+    self.sessionClock = SessionClock(host: timerHost(for: clock) ?? makeTimerService(clock))
+    self.makeObserver = makeObserver
+    self.initialState = initialState
+    self.makeReducer = reducer
+    var dependencies = DependencyValues._inherited()
+    prepareDependencies?(&dependencies)
+    self.dependencies = dependencies
+    if let storage {
+      let lost = LostOwnership()
+      self.commits = GroupCommit(storage: storage, owner: owner) { key, token, current in
+        lost.handler?(key, token, current)
+      }
+      // NB: the commit queue exists before `self` does; it reaches the registry through a
+      // handler set once, here.
+      lost.handler = { [weak self] key, token, current in
+        self?.ownershipLost(key, token: token, currentOwner: current)
+      }
+    } else {
+      self.commits = nil
+    }
+  }
+
+  /// The registry's handler for stale saves, set once in `init`.
+  // Safety: written once in `init`, before the commit queue can call it (no save can start before
+  // the registry exists); only read afterwards.
+  private final class LostOwnership: @unchecked Sendable {
+    var handler: (@Sendable (Key, UInt64, String?) -> Void)?
+  }
+
+  deinit {
+    self.guarded.withLock { $0.renewal?.cancel() }
+  }
+
+  // MARK: - Sending
+
+  /// Sends an action to `key`'s store, activating it first if it is not live.
+  ///
+  /// With storage, returns once the state after this action is saved.
+  ///
+  /// - Parameters:
+  ///   - action: The action.
+  ///   - key: The session's key.
+  /// - Returns: The lifetime of the effects the action started.
+  /// - Throws: ``SessionError``.
+  @discardableResult
+  public func send(_ action: Action, to key: Key) async throws -> StoreTask {
+    try await self.deliver(action, to: key, reading: { _ in () }).task
+  }
+
+  /// Sends an action to `key`'s store and reads its state right after the action (and the `.send`
+  /// actions it chains) was reduced, before any other action.
+  ///
+  /// - Parameters:
+  ///   - action: The action.
+  ///   - key: The session's key.
+  ///   - read: Reads a value from the state.
+  /// - Returns: The value read.
+  /// - Throws: ``SessionError``.
+  public func send<Value: Sendable>(
+    _ action: Action,
+    to key: Key,
+    reading read: @escaping @Sendable (State) -> Value
+  ) async throws -> Value {
+    try await self.deliver(action, to: key, reading: read).value
+  }
+
+  private func deliver<Value: Sendable>(
+    _ action: Action,
+    to key: Key,
+    reading read: @escaping @Sendable (State) -> Value
+  ) async throws -> (task: StoreTask, value: Value) {
+    while true {
+      let entry = try await self.liveEntry(for: key)
+      guard let store = entry.liveStore else { continue }
+      guard let commits = self.commits else {
+        if let sent = await store.trySend(action, reading: read) { return sent }
+        self.storeClosedUnderneath(entry, store)
+        continue
+      }
+      let activity = entry.activity
+      guard
+        let sent = await store.trySend(
+          action,
+          reading: { state in (read(state), state, activity.version) }
+        )
+      else {
+        self.storeClosedUnderneath(entry, store)
+        continue
+      }
+      let token = self.guarded.withLock { _ in entry.token }
+      let (value, state, version) = sent.value
+      try await commits.commit(key, state: state, version: version, token: token)
+      return (sent.task, value)
+    }
+  }
+
+  /// The live store of `key`, if it is live (not activating, passivating or absent).
+  ///
+  /// Neither restarts its idle period nor makes it the most recently used.
+  public func liveStore(for key: Key) async -> Store<State, Action>? {
+    self.guarded.withLock { $0.entries[key]?.liveStore }
+  }
+
+  /// The number of live stores (not counting those activating or passivating).
+  public var liveCount: Int {
+    self.guarded.withLock { $0.liveCount }
+  }
+
+  // MARK: - Activating
+
+  /// The entry of `key` once it is live: activates it, or waits for its activation or
+  /// passivation to end.
+  private func liveEntry(for key: Key) async throws -> Entry {
+    while true {
+      let step = try self.guarded.withLock { guarded throws(SessionError) -> EntryStep<Entry> in
+        guard !guarded.isShutDown else {
+          throw .shutDown(
+            key: "\(key)",
+            message: "the registry has shut down; it takes no more actions"
+          )
+        }
+        if let entry = guarded.entries[key] {
+          if case .live = entry.phase { return .live(entry) }
+          if case .passivating = entry.phase, guarded.breaksActivation {
+            let replacement = Entry(key: key, clock: self.sessionClock)
+            guarded.entries[key] = replacement
+            return .activate(replacement)
+          }
+          return .wait(entry)
+        }
+        let entry = Entry(key: key, clock: self.sessionClock)
+        guarded.entries[key] = entry
+        return .activate(entry)
+      }
+      switch step {
+      case .live(let entry):
+        return entry
+      case .wait(let entry):
+        await self.waitForChange(of: entry)
+      case .activate(let entry):
+        try await self.activate(entry)
+        return entry
+      }
+    }
+  }
+
+  /// Waits until `entry` is live or gone.
+  private func waitForChange(of entry: Entry) async {
+    await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
+      let waiting = self.guarded.withLock { guarded -> Bool in
+        guard guarded.entries[entry.key] === entry else { return false }
+        if case .live = entry.phase { return false }
+        entry.waiters.append(continuation)
+        return true
+      }
+      if !waiting { continuation.resume() }
+    }
+  }
+
+  private func activate(_ entry: Entry) async throws {
+    let key = entry.key
+    var state: State?
+    var token: UInt64 = 0
+    if let storage = self.storage {
+      do {
+        switch try await storage.acquire(key, owner: self.owner) {
+        case .acquired(let acquiredToken, let stored):
+          token = acquiredToken
+          state = stored
+        case .heldBy(let owner):
+          self.removeFailed(entry)
+          throw SessionError.ownershipLost(
+            key: "\(key)",
+            message: """
+              '\(owner)' owns this session (its lease has not expired); send to that owner, or \
+              retry once its lease has expired
+              """
+          )
+        }
+      } catch let error as SessionError {
+        throw error
+      } catch {
+        self.removeFailed(entry)
+        throw SessionError.storageFailed(
+          key: "\(key)",
+          message: "loading the session failed: \(error) (\(type(of: error)))"
+        )
+      }
+    }
+    let store = self.makeStore(key: key, state: state, activity: entry.activity)
+    let (waiters, victims, shutDown) = self.guarded.withLock {
+      guarded -> ([UnsafeContinuation<Void, Never>], [Entry], Bool) in
+      let waiters = entry.waiters
+      entry.waiters = []
+      guard !guarded.isShutDown else {
+        guarded.entries.removeValue(forKey: key)
+        return (waiters, [], true)
+      }
+      entry.phase = .live(store)
+      entry.token = token
+      guarded.liveCount += 1
+      var victims: [Entry] = []
+      while guarded.liveCount > self.capacity,
+        let victim = Self.leastRecentlyUsed(guarded, except: entry)
+      {
+        Self.beginPassivating(victim, in: &guarded)
+        victims.append(victim)
+      }
+      return (waiters, victims, false)
+    }
+    if shutDown {
+      await store.shutdown()
+      if let storage = self.storage {
+        try? await storage.release([SessionLease(key: key, token: token)], owner: self.owner)
+      }
+      for waiter in waiters { waiter.resume() }
+      throw SessionError.shutDown(
+        key: "\(key)",
+        message: "the registry shut down while the session was activating"
+      )
+    }
+    self.armIdleTimer(entry)
+    if self.storage != nil { self.startRenewingLeases() }
+    for waiter in waiters { waiter.resume() }
+    for victim in victims { Task { _ = await self.finishPassivating(victim) } }
+  }
+
+  /// Removes an entry whose activation failed; its waiters try again (and fail the same way, or
+  /// succeed if the cause has gone).
+  private func removeFailed(_ entry: Entry) {
+    let waiters = self.guarded.withLock { guarded in
+      if guarded.entries[entry.key] === entry { guarded.entries.removeValue(forKey: entry.key) }
+      defer { entry.waiters = [] }
+      return entry.waiters
+    }
+    for waiter in waiters { waiter.resume() }
+  }
+
+  private func makeStore(key: Key, state: State?, activity: SessionActivity) -> Store<State, Action>
+  {
+    let (initial, reducer) = DependencyValues.withValues(self.dependencies) {
+      (state ?? self.initialState(key), self.makeReducer())
+    }
+    return Store(
+      initialState: initial,
+      reducer: SessionReducer(base: reducer, activity: activity),
+      configuration: StoreConfiguration(dependencies: self.dependencies),
+      storeObserver: self.makeObserver(key)
+    )
+  }
+
+  /// The live entry that reduced an action least recently.
+  private static func leastRecentlyUsed(_ guarded: Guarded, except excluded: Entry) -> Entry? {
+    var oldest: Entry?
+    for entry in guarded.entries.values where entry !== excluded {
+      guard case .live = entry.phase else { continue }
+      if let current = oldest, current.activity.recency <= entry.activity.recency { continue }
+      oldest = entry
+    }
+    return oldest
+  }
+
+  // MARK: - Idle timers
+
+  private func armIdleTimer(_ entry: Entry) {
+    guard let idleTimeout = self.idleTimeout else { return }
+    let host = self.sessionClock.host
+    let timer = IdleTimer(host: host, deadline: entry.activity.lastActive + idleTimeout) {
+      [weak self, weak entry] timer in
+      guard let self, let entry else { return }
+      self.idleTimerFired(timer, entry)
+    }
+    self.guarded.withLock { _ in entry.idleTimer = timer }
+    host.arm(timer)
+  }
+
+  /// Passivates the entry if it has been idle for the whole timeout; otherwise waits for the rest.
+  private func idleTimerFired(_ timer: IdleTimer, _ entry: Entry) {
+    guard let idleTimeout = self.idleTimeout else { return }
+    let host = self.sessionClock.host
+    let next = self.guarded.withLock { guarded -> IdleStep in
+      guard !guarded.isShutDown, guarded.entries[entry.key] === entry, case .live = entry.phase
+      else { return .none }
+      let deadline = entry.activity.lastActive + idleTimeout
+      if deadline > host.nowOffset {
+        timer.deadline = deadline
+        return .rearm
+      }
+      Self.beginPassivating(entry, in: &guarded)
+      return .passivate
+    }
+    switch next {
+    case .none: return
+    case .rearm: host.arm(timer)
+    case .passivate: Task { _ = await self.finishPassivating(entry) }
+    }
+  }
+
+  // MARK: - Passivating
+
+  /// Passivates `key`'s store: a graceful shutdown (up to the registry's
+  /// `passivationGracePeriod`), then, with storage, a save and the lease's release.
+  ///
+  /// Does nothing if `key` is not live; waits if it is already passivating.
+  ///
+  /// - Throws: ``SessionError/storageFailed(key:message:)`` if the final save fails.
+  public func passivate(_ key: Key) async throws {
+    let step = self.guarded.withLock { guarded -> PassivateStep<Entry> in
+      guard let entry = guarded.entries[key] else { return .none }
+      switch entry.phase {
+      case .live:
+        Self.beginPassivating(entry, in: &guarded)
+        return .passivate(entry)
+      case .passivating: return .wait(entry)
+      case .activating: return .none
+      }
+    }
+    switch step {
+    case .passivate(let entry):
+      if let failure = await self.finishPassivating(entry) { throw failure }
+    case .wait(let entry):
+      await self.waitForChange(of: entry)
+    case .none:
+      return
+    }
+  }
+
+  /// Marks a live entry passivating (under the lock): it is no longer live.
+  private static func beginPassivating(_ entry: Entry, in guarded: inout Guarded) {
+    guard case .live(let store) = entry.phase else { return }
+    entry.phase = .passivating(store)
+    guarded.liveCount -= 1
+  }
+
+  /// Shuts a passivating entry's store down, saves its state and releases its lease, then lets
+  /// the sends waiting for it through (to a new activation).
+  private func finishPassivating(
+    _ entry: Entry,
+    gracePeriod: Duration? = nil
+  ) async
+    -> SessionError?
+  {
+    let (store, timer, token, lost) = self.guarded.withLock {
+      _ -> (Store<State, Action>?, IdleTimer?, UInt64, Bool) in
+      guard case .passivating(let store) = entry.phase else { return (nil, nil, 0, true) }
+      defer { entry.idleTimer = nil }
+      return (store, entry.idleTimer, entry.token, entry.ownershipWasLost)
+    }
+    guard let store else { return nil }
+    if let timer { timer.host.disarm(timer) }
+    var failure: SessionError?
+    if lost {
+      await store.shutdown()
+    } else {
+      await store.shutdown(
+        gracePeriod: gracePeriod ?? self.passivationGracePeriod,
+        clock: self.clock
+      )
+      if let storage = self.storage, let commits = self.commits {
+        let state = await store.state
+        do {
+          try await commits.commit(
+            entry.key,
+            state: state,
+            version: entry.activity.version,
+            token: token
+          )
+          try await storage.release([SessionLease(key: entry.key, token: token)], owner: self.owner)
+        } catch let error as SessionError {
+          failure = error
+        } catch {
+          failure = .storageFailed(
+            key: "\(entry.key)",
+            message: "releasing the session's lease failed: \(error) (\(type(of: error)))"
+          )
+        }
+      }
+    }
+    self.commits?.forget(entry.key)
+    let waiters = self.guarded.withLock { guarded in
+      if guarded.entries[entry.key] === entry { guarded.entries.removeValue(forKey: entry.key) }
+      defer { entry.waiters = [] }
+      return entry.waiters
+    }
+    for waiter in waiters { waiter.resume() }
+    return failure
+  }
+
+  /// A store the registry considers live refused an action: it was shut down from outside.
+  ///
+  /// (By a holder of ``liveStore(for:)``.) Passivates the entry so the next send gets a new store.
+  private func storeClosedUnderneath(_ entry: Entry, _ store: Store<State, Action>) {
+    let passivate = self.guarded.withLock { guarded -> Bool in
+      guard case .live(let live) = entry.phase, live === store else { return false }
+      Self.beginPassivating(entry, in: &guarded)
+      return true
+    }
+    if passivate { Task { _ = await self.finishPassivating(entry) } }
+  }
+
+  // MARK: - Ownership
+
+  /// A save or a renewal found that another owner holds `key`'s lease: shut its store down (no
+  /// save), so pending and later sends fail or go to the owner.
+  private func ownershipLost(_ key: Key, token: UInt64, currentOwner: String?) {
+    let entry = self.guarded.withLock { guarded -> Entry? in
+      guard let entry = guarded.entries[key], entry.token == token else { return nil }
+      entry.ownershipWasLost = true
+      guard case .live = entry.phase else { return nil }
+      Self.beginPassivating(entry, in: &guarded)
+      return entry
+    }
+    if let entry { Task { _ = await self.finishPassivating(entry) } }
+  }
+
+  private func startRenewingLeases() {
+    guard let storage = self.storage else { return }
+    let start = self.guarded.withLock { guarded -> Bool in
+      guard guarded.renewal == nil, !guarded.isShutDown else { return false }
+      guarded.renewal = Task { [weak self, clock] in
+        let interval = storage.leaseDuration / 3
+        while !Task.isCancelled {
+          do { try await clock.sleep(for: interval) } catch { return }
+          guard let self else { return }
+          await self.renewLeases()
+        }
+      }
+      return true
+    }
+    _ = start
+  }
+
+  /// Renews the leases of every live or passivating key.
+  private func renewLeases() async {
+    guard let storage = self.storage else { return }
+    let leases = self.guarded.withLock { guarded in
+      guarded.entries.values.compactMap { entry -> SessionLease<Key>? in
+        if case .activating = entry.phase { return nil }
+        return SessionLease(key: entry.key, token: entry.token)
+      }
+    }
+    guard !leases.isEmpty else { return }
+    guard let lost = try? await storage.renew(leases, owner: self.owner) else { return }
+    let tokens = Dictionary(leases.map { ($0.key, $0.token) }, uniquingKeysWith: { $1 })
+    for key in lost {
+      if let token = tokens[key] { self.ownershipLost(key, token: token, currentOwner: nil) }
+    }
+  }
+
+  // MARK: - Shutting down
+
+  /// Passivates every live store, concurrently, and takes no more actions.
+  ///
+  /// Each store shuts down gracefully within `gracePeriod` (marked effects are cancelled at once),
+  /// then, with storage, saves and releases its lease. A save that fails is reported as an issue
+  /// naming the key and the error. Later sends throw ``SessionError/shutDown(key:message:)``.
+  ///
+  /// - Parameter gracePeriod: How long each store's unmarked effects may run on.
+  public func shutdown(gracePeriod: Duration) async {
+    let (live, busy, renewal) = self.guarded.withLock {
+      guarded -> ([Entry], [Entry], Task<Void, Never>?) in
+      guarded.isShutDown = true
+      var live: [Entry] = []
+      var busy: [Entry] = []
+      for entry in guarded.entries.values {
+        if case .live = entry.phase {
+          Self.beginPassivating(entry, in: &guarded)
+          live.append(entry)
+        } else {
+          busy.append(entry)
+        }
+      }
+      defer { guarded.renewal = nil }
+      return (live, busy, guarded.renewal)
+    }
+    renewal?.cancel()
+    await withTaskGroup(of: Void.self) { group in
+      for entry in live {
+        group.addTask {
+          if let failure = await self.finishPassivating(entry, gracePeriod: gracePeriod) {
+            reportIssue(
+              """
+              Shutting down the session '\(entry.key)' did not save its state.
+
+                \(failure)
+              """
+            )
+          }
+        }
+      }
+    }
+    for entry in busy { await self.waitUntilGone(entry) }
+  }
+
+  /// Waits until `entry` has left the registry.
+  private func waitUntilGone(_ entry: Entry) async {
+    while self.guarded.withLock({ $0.entries[entry.key] === entry }) {
+      await self.waitForChange(of: entry)
+      if case .live = self.guarded.withLock({ _ in entry.phase }) { return }
+    }
+  }
+
+  /// Breaks activation on purpose (the race test's mutation check).
+  package func breakActivationForMutationTest() {
+    self.guarded.withLock { $0.breaksActivation = true }
+  }
+
+  /// Suspends until `count` sends wait for the next group commit (tests of batching).
+  package func waitUntilSavesQueued(_ count: Int) async {
+    await self.commits?.waitUntilQueued(count)
+  }
+
+  /// Whether ``shutdown(gracePeriod:)`` was called.
+  public var isShutDown: Bool {
+    self.guarded.withLock { $0.isShutDown }
+  }
+}
+
+/// A timer service for a clock the runtime has none for (one per registry).
+private func makeTimerService<C: Clock>(_ clock: C) -> any TimerHost where C.Duration == Duration {
+  TimerService(clock: clock)
+}
+
+/// What a send does with the entry it found.
+private enum EntryStep<Entry> {
+  case live(Entry)
+  case wait(Entry)
+  case activate(Entry)
+}
+
+/// What a fired idle timer does.
+private enum IdleStep {
+  case none
+  case rearm
+  case passivate
+}
+
+/// What `passivate(_:)` does.
+private enum PassivateStep<Entry> {
+  case passivate(Entry)
+  case wait(Entry)
+  case none
+}
