@@ -43,7 +43,9 @@ where R.State: Sendable {
   private let storage: (any SessionStorage<Key, State>)?
   private let idleTimeout: Duration?
   private let capacity: Int
-  private let passivationGracePeriod: Duration
+  /// How long a passivating store's unmarked effects may run on (also the grace period a
+  /// service wrapper gives ``shutdown(gracePeriod:)``).
+  public let passivationGracePeriod: Duration
   private let clock: any Clock<Duration>
   private let sessionClock: SessionClock
   private let makeObserver: @Sendable (Key) -> (any StoreObserver<State, Action>)?
@@ -309,6 +311,20 @@ where R.State: Sendable {
       try await commits.commit(key, state: state, version: version, token: token)
       return (sent.task, value)
     }
+  }
+
+  /// The state of `key`'s session, activating it if it is not live (with storage: loading it).
+  ///
+  /// Reading reduces no action: it neither restarts the idle period nor makes the key the most
+  /// recently used (activating it does both).
+  ///
+  /// - Parameter key: The session's key.
+  /// - Returns: The state, as of the last action reduced.
+  /// - Throws: ``SessionError``.
+  public func state(of key: Key) async throws -> State {
+    let entry = try await self.liveEntry(for: key)
+    if let store = entry.liveStore { return await store.state }
+    return try await self.state(of: key)
   }
 
   /// The live store of `key`, if it is live (not activating, passivating or absent).

@@ -1,0 +1,85 @@
+// swift-tools-version: 6.2
+import Foundation
+import PackageDescription
+
+// NB: a path dependency is identified by its folder's name, which is whatever a clone is called.
+let core = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+  .lastPathComponent
+
+// The companion package: the core (by path, so a clone builds as one) and the swift-server
+// ecosystem's own packages. The core never imports anything from here.
+let package = Package(
+  name: "UnidirectionalIntegrations",
+  platforms: [.macOS(.v15)],
+  products: [
+    .library(name: "UnidirectionalServer", targets: ["UnidirectionalServer"]),
+    .library(name: "UnidirectionalSQLite", targets: ["UnidirectionalSQLite"]),
+    .library(name: "UnidirectionalPostgres", targets: ["UnidirectionalPostgres"]),
+    .executable(name: "cart-server", targets: ["CartServer"]),
+  ],
+  dependencies: [
+    .package(path: ".."),
+    .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+    .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+    .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+    .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+    .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
+    .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+    .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+    .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+  ],
+  targets: [
+    .target(
+      name: "UnidirectionalServer",
+      dependencies: [
+        .product(name: "Unidirectional", package: core),
+        .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        .product(name: "Logging", package: "swift-log"),
+        .product(name: "Metrics", package: "swift-metrics"),
+        .product(name: "Tracing", package: "swift-distributed-tracing"),
+      ]
+    ),
+    .target(
+      name: "UnidirectionalSQLite",
+      dependencies: [
+        .product(name: "Unidirectional", package: core),
+        .product(name: "GRDB", package: "GRDB.swift"),
+      ]
+    ),
+    .target(
+      name: "UnidirectionalPostgres",
+      dependencies: [
+        .product(name: "Unidirectional", package: core),
+        .product(name: "PostgresNIO", package: "postgres-nio"),
+        .product(name: "Logging", package: "swift-log"),
+      ]
+    ),
+    .executableTarget(
+      name: "CartServer",
+      dependencies: [
+        "UnidirectionalServer", "UnidirectionalSQLite", "UnidirectionalPostgres",
+        .product(name: "Unidirectional", package: core),
+        .product(name: "Hummingbird", package: "hummingbird"),
+        .product(name: "AsyncHTTPClient", package: "async-http-client"),
+        .product(name: "PostgresNIO", package: "postgres-nio"),
+        .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        .product(name: "Logging", package: "swift-log"),
+        .product(name: "Metrics", package: "swift-metrics"),
+      ]
+    ),
+    .testTarget(
+      name: "IntegrationsTests",
+      dependencies: [
+        "CartServer", "UnidirectionalServer", "UnidirectionalSQLite", "UnidirectionalPostgres",
+        .product(name: "Unidirectional", package: core),
+        .product(name: "HummingbirdTesting", package: "hummingbird"),
+        .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
+        .product(name: "InMemoryLogging", package: "swift-log"),
+        .product(name: "MetricsTestKit", package: "swift-metrics"),
+        .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+        .product(name: "PostgresNIO", package: "postgres-nio"),
+      ]
+    ),
+  ],
+  swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,83 @@
+import Foundation
+import Logging
+
+/// `cart-server [--host H] [--port P] [--storage S] [--owner NAME] [--lease-seconds N]` serves
+/// carts; `cart-server load --url U [--clients N] [--seconds T] [--customers C]` drives one.
+@main
+struct CartServerCommand {
+  static func main() async {
+    var arguments = Array(CommandLine.arguments.dropFirst())
+    do {
+      if arguments.first == "load" {
+        arguments.removeFirst()
+        let options = try parseLoad(arguments)
+        let report = try await runLoad(options) { line in
+          FileHandle.standardOutput.write(Data((line + "\n").utf8))
+        }
+        print(report)
+        exit(report.lost == 0 ? 0 : 1)
+      }
+      let options = try parseServe(arguments)
+      LoggingSystem.bootstrap(StreamLogHandler.standardError)
+      var logger = Logger(label: "cart-server")
+      logger.logLevel = .notice
+      try await serve(options, logger: logger)
+      exit(0)
+    } catch {
+      FileHandle.standardError.write(Data("cart-server: \(error)\n".utf8))
+      exit(2)
+    }
+  }
+
+  static func parseServe(_ arguments: [String]) throws -> ServeOptions {
+    var options = ServeOptions()
+    var rest = arguments[...]
+    while let flag = rest.popFirst() {
+      guard let value = rest.popFirst() else { throw UsageError("\(flag) needs a value") }
+      switch flag {
+      case "--host": options.host = value
+      case "--port": options.port = try number(value, flag)
+      case "--storage": options.storage = try StorageChoice(parsing: value)
+      case "--owner": options.owner = value
+      case "--lease-seconds": options.leaseSeconds = try number(value, flag)
+      case "--idle-seconds": options.idleSeconds = try number(value, flag)
+      default:
+        throw UsageError(
+          """
+          unknown option '\(flag)'. Usage: cart-server [--host 127.0.0.1] [--port 8080] \
+          [--storage sqlite:PATH | postgres://USER@HOST:PORT/DB | memory] [--owner NAME] \
+          [--lease-seconds N]; cart-server load --url URL [--clients 64] [--seconds 10] \
+          [--customers 1000]
+          """
+        )
+      }
+    }
+    return options
+  }
+
+  static func parseLoad(_ arguments: [String]) throws -> LoadOptions {
+    var options = LoadOptions()
+    var rest = arguments[...]
+    while let flag = rest.popFirst() {
+      guard let value = rest.popFirst() else { throw UsageError("\(flag) needs a value") }
+      switch flag {
+      case "--url": options.url = value
+      case "--clients": options.clients = try number(value, flag)
+      case "--seconds": options.seconds = try number(value, flag)
+      case "--customers": options.customers = try number(value, flag)
+      default: throw UsageError("unknown load option '\(flag)'")
+      }
+    }
+    guard options.clients >= 1, options.seconds >= 1, options.customers >= 1 else {
+      throw UsageError("--clients, --seconds and --customers must be at least 1")
+    }
+    return options
+  }
+
+  static func number(_ text: String, _ flag: String) throws -> Int {
+    guard let value = Int(text), value >= 0 else {
+      throw UsageError("\(flag) takes a whole number, not '\(text)'")
+    }
+    return value
+  }
+}

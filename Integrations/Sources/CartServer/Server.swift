@@ -1,0 +1,263 @@
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import PostgresNIO
+import ServiceLifecycle
+import Unidirectional
+import UnidirectionalPostgres
+import UnidirectionalSQLite
+import UnidirectionalServer
+
+/// The carts of a running server: a registry of `Cart` stores, one per customer.
+public typealias Carts = StoreRegistry<String, Cart>
+
+/// `POST /carts/{customer}/items`'s body.
+struct AddItem: Decodable {
+  var item: String
+  var quantity: Int
+}
+
+/// Where carts are kept, from `--storage`.
+public enum StorageChoice: Sendable, Equatable {
+  case memory
+  case sqlite(path: String)
+  case postgres(host: String, port: Int, user: String, database: String)
+
+  /// Parses `memory`, `sqlite:PATH` or `postgres://USER@HOST:PORT/DB`.
+  public init(parsing text: String) throws {
+    if text == "memory" {
+      self = .memory
+    } else if text.hasPrefix("sqlite:") {
+      let path = String(text.dropFirst("sqlite:".count))
+      guard !path.isEmpty else { throw UsageError("--storage sqlite:PATH needs a path") }
+      self = .sqlite(path: path)
+    } else if let url = URL(string: text), url.scheme == "postgres" || url.scheme == "postgresql",
+      let host = url.host, let user = url.user
+    {
+      let database = url.path.hasPrefix("/") ? String(url.path.dropFirst()) : url.path
+      self = .postgres(host: host, port: url.port ?? 5432, user: user, database: database.isEmpty ? user : database)
+    } else {
+      throw UsageError(
+        "--storage takes sqlite:PATH, postgres://USER@HOST:PORT/DB or memory, not '\(text)'"
+      )
+    }
+  }
+
+  /// A short name for the listening line.
+  public var kind: String {
+    switch self {
+    case .memory: "memory"
+    case .sqlite(let path): "sqlite:\(path)"
+    case .postgres(let host, let port, let user, let database): "postgres://\(user)@\(host):\(port)/\(database)"
+    }
+  }
+}
+
+/// A command-line mistake, with what to do instead.
+public struct UsageError: Error, CustomStringConvertible {
+  public let description: String
+  public init(_ description: String) { self.description = description }
+}
+
+/// The routes of the cart server over a registry.
+public func makeRouter(carts: Carts) -> Router<BasicRequestContext> {
+  let router = Router()
+  router.get("/health") { _, _ in "ok" }
+  router.post("/carts/:customer/items") { request, context -> Response in
+    let customer = try context.parameters.require("customer")
+    let buffer = try await request.body.collect(upTo: 64 * 1024)
+    let add: AddItem
+    do {
+      add = try JSONDecoder().decode(AddItem.self, from: Data(buffer: buffer))
+    } catch {
+      return errorResponse(.badRequest, "the body must be {\"item\": String, \"quantity\": Int}: \(error)")
+    }
+    guard add.quantity >= 1 else {
+      return errorResponse(.badRequest, "quantity must be at least 1, not \(add.quantity)")
+    }
+    guard !add.item.isEmpty else { return errorResponse(.badRequest, "item must not be empty") }
+    return await respond {
+      try await carts.send(.add(item: add.item, quantity: add.quantity), to: customer, reading: { $0 })
+    }
+  }
+  router.delete("/carts/:customer/items/:item") { _, context -> Response in
+    let customer = try context.parameters.require("customer")
+    let item = try context.parameters.require("item")
+    return await respond {
+      try await carts.send(.remove(item: item), to: customer, reading: { $0 })
+    }
+  }
+  router.get("/carts/:customer") { _, context -> Response in
+    let customer = try context.parameters.require("customer")
+    return await respond { try await carts.state(of: customer) }
+  }
+  router.get("/carts/:customer/events") { _, context -> Response in
+    let customer = try context.parameters.require("customer")
+    var store: Store<Cart.State, Cart.Action>?
+    for _ in 0..<3 where store == nil {
+      do {
+        _ = try await carts.state(of: customer)
+      } catch let error as SessionError {
+        return sessionErrorResponse(error)
+      }
+      store = await carts.liveStore(for: customer)
+    }
+    guard let store else {
+      return errorResponse(.serviceUnavailable, "the cart of '\(customer)' could not be activated")
+    }
+    return Response(
+      status: .ok,
+      headers: [.contentType: "text/event-stream", .cacheControl: "no-cache"],
+      body: ResponseBody { writer in
+        // NB: ends on graceful shutdown, before the server waits for open connections (an
+        // endless stream would hold the shutdown), or when the cart passivates.
+        for await state in store.states.cancelOnGracefulShutdown() {
+          let json = String(decoding: try JSONEncoder().encode(state), as: UTF8.self)
+          try await writer.write(ByteBuffer(string: "data: \(json)\n\n"))
+        }
+        try await writer.finish(nil)
+      }
+    )
+  }
+  return router
+}
+
+/// Runs `operation`, answering its cart as JSON, or the `SessionError` it threw.
+private func respond(_ operation: () async throws -> Cart.State) async -> Response {
+  do {
+    return jsonResponse(.ok, try await operation())
+  } catch let error as SessionError {
+    return sessionErrorResponse(error)
+  } catch {
+    return errorResponse(.internalServerError, "\(error)")
+  }
+}
+
+private func sessionErrorResponse(_ error: SessionError) -> Response {
+  switch error {
+  case .ownershipLost: errorResponse(.conflict, error.description)
+  case .shutDown, .storageFailed: errorResponse(.serviceUnavailable, error.description)
+  }
+}
+
+private struct ErrorBody: Encodable {
+  var error: String
+}
+
+private func jsonResponse(_ status: HTTPResponse.Status, _ value: some Encodable) -> Response {
+  let encoder = JSONEncoder()
+  encoder.outputFormatting = .sortedKeys
+  let data = (try? encoder.encode(value)) ?? Data("{}".utf8)
+  return Response(
+    status: status,
+    headers: [.contentType: "application/json"],
+    body: ResponseBody(byteBuffer: ByteBuffer(data: data))
+  )
+}
+
+private func errorResponse(_ status: HTTPResponse.Status, _ message: String) -> Response {
+  jsonResponse(status, ErrorBody(error: message))
+}
+
+/// The server's options.
+public struct ServeOptions: Sendable {
+  public var host = "127.0.0.1"
+  public var port = 8080
+  public var storage = StorageChoice.sqlite(path: "carts.sqlite")
+  public var owner: String?
+  public var leaseSeconds = 10
+  public var idleSeconds = 300
+  public init() {}
+}
+
+/// Opens the storage, runs the server until SIGTERM/SIGINT, then shuts down gracefully: stop
+/// accepting, finish what was accepted, save every cart.
+public func serve(_ options: ServeOptions, logger: Logger) async throws {
+  let lease = Duration.seconds(options.leaseSeconds)
+  var postgres: (client: PostgresClient, task: Task<Void, Never>)?
+  let storage: any SessionStorage<String, Cart.State>
+  switch options.storage {
+  case .memory:
+    storage = InMemorySessionStorage<String, Cart.State>(leaseDuration: lease)
+  case .sqlite(let path):
+    storage = try await SQLiteSessionStorage<String, Cart.State>(
+      path: path,
+      table: "carts",
+      leaseDuration: lease
+    )
+  case .postgres(let host, let port, let user, let database):
+    let client = PostgresClient(
+      configuration: .init(
+        host: host,
+        port: port,
+        username: user,
+        password: nil,
+        database: database,
+        tls: .disable
+      ),
+      backgroundLogger: logger
+    )
+    let task = Task { await client.run() }
+    postgres = (client, task)
+    do {
+      storage = try await withTimeout(seconds: 10, "PostgreSQL at \(options.storage.kind)") {
+        try await PostgresSessionStorage<String, Cart.State>(
+          client: client,
+          table: "carts",
+          leaseDuration: lease,
+          logger: logger
+        )
+      }
+    } catch {
+      task.cancel()
+      throw UsageError("cannot use PostgreSQL at \(options.storage.kind): \(error)")
+    }
+  }
+  let carts = Carts(
+    storage: storage,
+    owner: options.owner,
+    idleTimeout: .seconds(options.idleSeconds),
+    capacity: 100_000,
+    observer: { key in LoggingObserver<Cart.State, Cart.Action>(logger: logger, key: key) }
+  ) { customer in
+    Cart.State(customer: customer)
+  } reducer: {
+    Cart()
+  }
+  let kind = options.storage.kind
+  let host = options.host
+  let app = Application(
+    router: makeRouter(carts: carts),
+    configuration: .init(address: .hostname(options.host, port: options.port)),
+    services: [carts],
+    onServerRunning: { channel in
+      let port = channel.localAddress?.port ?? options.port
+      let line = "cart-server listening on \(host):\(port) (storage: \(kind))\n"
+      FileHandle.standardOutput.write(Data(line.utf8))
+    },
+    logger: logger
+  )
+  defer { postgres?.task.cancel() }
+  try await app.runService()
+}
+
+/// Runs `operation`, failing with a message naming `what` if it takes longer than `seconds`.
+func withTimeout<T: Sendable>(
+  seconds: Int,
+  _ what: String,
+  _ operation: @escaping @Sendable () async throws -> T
+) async throws -> T {
+  try await withThrowingTaskGroup(of: T?.self) { group in
+    group.addTask { try await operation() }
+    group.addTask {
+      try await Task.sleep(for: .seconds(seconds))
+      return nil
+    }
+    defer { group.cancelAll() }
+    guard let first = try await group.next(), let value = first else {
+      throw UsageError("\(what) did not answer within \(seconds) s")
+    }
+    return value
+  }
+}
