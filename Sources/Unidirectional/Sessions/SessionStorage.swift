@@ -56,6 +56,18 @@ public enum SessionAcquisition<State: Sendable>: Sendable {
   case acquired(token: UInt64, state: State?)
   /// Another owner holds an unexpired lease.
   case heldBy(owner: String)
+
+  /// The stored state, when the lease was acquired.
+  public var state: State? {
+    if case .acquired(_, let state) = self { return state }
+    return nil
+  }
+
+  /// The owner holding the lease, when it was not acquired.
+  public var holder: String? {
+    if case .heldBy(let owner) = self { return owner }
+    return nil
+  }
 }
 
 /// A key's state to save, under the fencing token of the lease it was acquired with.

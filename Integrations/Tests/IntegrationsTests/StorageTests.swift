@@ -1,0 +1,217 @@
+import CartServer
+import Foundation
+import Logging
+import PostgresNIO
+import ServiceLifecycle
+import ServiceLifecycleTestKit
+import Testing
+import Unidirectional
+import UnidirectionalPostgres
+import UnidirectionalSQLite
+
+/// A fresh temporary directory, removed by the caller.
+func temporaryDirectory() throws -> URL {
+  let url = FileManager.default.temporaryDirectory
+    .appendingPathComponent("unidirectional-\(UUID().uuidString)")
+  try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+  return url
+}
+
+/// The storage behaviour both backends share, run against each.
+func checkStorageContract(
+  _ makeStorage: @Sendable () async throws -> any SessionStorage<String, Cart.State>,
+  corrupt: @Sendable (String) async throws -> Void,
+  expire: @Sendable (String) async throws -> Void
+) async throws {
+  let storage = try await makeStorage()
+  func registry(_ owner: String) -> Carts {
+    Carts(storage: storage, owner: owner) { Cart.State(customer: $0) } reducer: { Cart() }
+  }
+  let a = registry("node-a")
+  let b = registry("node-b")
+  // Acknowledged is stored, and survives a new storage instance (a restart).
+  try await a.send(.add(item: "apple", quantity: 2), to: "alice")
+  let reopened = try await makeStorage()
+  #expect(try await reopened.acquire("alice", owner: "node-a").state?.items == ["apple": 2])
+  // A key live in A is refused by B, naming A.
+  let refused = await #expect(throws: SessionError.self) {
+    try await b.send(.add(item: "pear", quantity: 1), to: "alice")
+  }
+  #expect(refused?.message.contains("node-a") == true)
+  // After A's lease expires, B takes over with the last acknowledged state; A's save is refused.
+  try await expire("alice")
+  let cart = try await b.send(.add(item: "pear", quantity: 1), to: "alice", reading: { $0 })
+  #expect(cart.items == ["apple": 2, "pear": 1])
+  let stale = await #expect(throws: SessionError.self) {
+    try await a.send(.add(item: "fig", quantity: 1), to: "alice")
+  }
+  guard case .ownershipLost = stale else {
+    Issue.record("expected .ownershipLost, got \(String(describing: stale))")
+    return
+  }
+  // Passivation saves and releases: A takes the key back at once.
+  try await b.passivate("alice")
+  let back = try await a.send(.add(item: "kiwi", quantity: 1), to: "alice", reading: { $0 })
+  #expect(back.items == ["apple": 2, "pear": 1, "kiwi": 1])
+  // A stored state that no longer decodes fails that key and is left as it is.
+  try await a.send(.add(item: "apple", quantity: 1), to: "bob")
+  try await a.passivate("bob")
+  try await corrupt("bob")
+  let unreadable = await #expect(throws: SessionError.self) {
+    try await a.send(.add(item: "apple", quantity: 1), to: "bob")
+  }
+  #expect(unreadable?.key == "bob")
+  #expect(unreadable?.message.contains("cannot be read") == true)
+  // A key too long is refused with a clear error.
+  let long = await #expect(throws: SessionError.self) {
+    try await a.send(.add(item: "apple", quantity: 1), to: String(repeating: "k", count: 2_000))
+  }
+  #expect(long?.message.contains("1024 bytes") == true)
+  await a.shutdown(gracePeriod: .seconds(1))
+  await b.shutdown(gracePeriod: .seconds(1))
+}
+
+@Suite(.timeLimit(.minutes(2))) struct SQLiteStorageTests {
+  @Test func theStorageContractHoldsOnSQLite() async throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let path = directory.appendingPathComponent("carts.sqlite").path
+    try await checkStorageContract {
+      try await SQLiteSessionStorage<String, Cart.State>(path: path, leaseDuration: .seconds(30))
+    } corrupt: { key in
+      try sqlite(path, "UPDATE sessions SET state = x'7b6e6f' WHERE key = '\(key)'")
+    } expire: { key in
+      try sqlite(path, "UPDATE sessions SET lease_expiry = 0 WHERE key = '\(key)'")
+    }
+  }
+
+  @Test func aTableWithAnotherSchemaIsRefusedNamingTheDifference() async throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let path = directory.appendingPathComponent("carts.sqlite").path
+    try sqlite(path, "CREATE TABLE sessions (key TEXT PRIMARY KEY, payload BLOB)")
+    let error = await #expect(throws: SQLiteSessionStorageError.self) {
+      _ = try await SQLiteSessionStorage<String, Cart.State>(path: path)
+    }
+    #expect(error?.description.contains("payload BLOB") == true)
+  }
+
+  @Test func aRegistryServiceSavesEveryCartOnGracefulShutdown() async throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let path = directory.appendingPathComponent("carts.sqlite").path
+    let storage = try await SQLiteSessionStorage<String, Cart.State>(path: path)
+    let carts = Carts(storage: storage, owner: "a") { Cart.State(customer: $0) } reducer: { Cart() }
+    try await testGracefulShutdown { trigger in
+      let group = ServiceGroup(services: [carts], logger: Logger(label: "test"))
+      try await withThrowingTaskGroup(of: Void.self) { tasks in
+        tasks.addTask { try await group.run() }
+        try await carts.send(.add(item: "apple", quantity: 1), to: "alice")
+        trigger.triggerGracefulShutdown()
+        try await tasks.waitForAll()
+      }
+    }
+    #expect(carts.isShutDown)
+    #expect(try await storage.storedState(for: "alice")?.items == ["apple": 1])
+    #expect(try await storage.acquire("alice", owner: "b").state != nil)  // the lease was released
+  }
+}
+
+/// Runs `sql` on the SQLite file with the `sqlite3`-free path: GRDB through the storage module is
+/// not reachable from here, so a tiny helper process would do; instead use Foundation's `Process`
+/// with Python's sqlite3 module, which every CI machine here has.
+func sqlite(_ path: String, _ sql: String) throws {
+  let process = Process()
+  process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+  process.arguments = [
+    "python3", "-c",
+    "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(sys.argv[2]); c.commit()",
+    path, sql,
+  ]
+  try process.run()
+  process.waitUntilExit()
+  guard process.terminationStatus == 0 else {
+    throw LoadError("python3 sqlite3 failed (\(process.terminationStatus)) on: \(sql)")
+  }
+}
+
+/// The PostgreSQL the tests use, from `POSTGRES_URL`; `nil` (the tests skip, saying so) if unset.
+let postgresURL: URL? = ProcessInfo.processInfo.environment["POSTGRES_URL"].flatMap(URL.init(string:))
+
+func postgresConfiguration(_ url: URL) -> PostgresClient.Configuration {
+  PostgresClient.Configuration(
+    host: url.host ?? "127.0.0.1",
+    port: url.port ?? 5432,
+    username: url.user ?? "postgres",
+    password: nil,
+    database: String(url.path.dropFirst()),
+    tls: .disable
+  )
+}
+
+/// Runs `body` with a running client, on a table of its own (dropped at the end).
+func withPostgres(
+  _ body: @Sendable (PostgresClient, String) async throws -> Void
+) async throws {
+  guard let url = postgresURL else { return }
+  let client = PostgresClient(configuration: postgresConfiguration(url))
+  let run = Task { await client.run() }
+  defer { run.cancel() }
+  let table = "carts_\(UInt32.random(in: 0...UInt32.max))"
+  do {
+    try await body(client, table)
+  } catch {
+    try? await client.query("DROP TABLE IF EXISTS \(unescaped: table)")
+    throw error
+  }
+  try await client.query("DROP TABLE IF EXISTS \(unescaped: table)")
+}
+
+@Suite(
+  .timeLimit(.minutes(2)),
+  .enabled(if: postgresURL != nil, "POSTGRES_URL is not set: no PostgreSQL to test against (.ci/run starts one)")
+)
+struct PostgresStorageTests {
+  @Test func theStorageContractHoldsOnPostgres() async throws {
+    try await withPostgres { client, table in
+      try await checkStorageContract {
+        try await PostgresSessionStorage<String, Cart.State>(client: client, table: table)
+      } corrupt: { key in
+        try await client.query("UPDATE \(unescaped: table) SET state = '\\x7b6e6f' WHERE key = \(key)")
+      } expire: { key in
+        try await client.query(
+          "UPDATE \(unescaped: table) SET lease_expires_at = now() - interval '1 second' WHERE key = \(key)"
+        )
+      }
+    }
+  }
+
+  @Test func aTableWithAnotherSchemaIsRefusedNamingTheDifference() async throws {
+    try await withPostgres { client, table in
+      try await client.query("CREATE TABLE \(unescaped: table) (key text PRIMARY KEY, payload bytea)")
+      let error = await #expect(throws: PostgresSessionStorageError.self) {
+        _ = try await PostgresSessionStorage<String, Cart.State>(client: client, table: table)
+      }
+      #expect(error?.description.contains("payload bytea") == true)
+    }
+  }
+
+  @Test func manyWaitingSendsAreSavedInFewStatements() async throws {
+    try await withPostgres { client, table in
+      let storage = try await PostgresSessionStorage<String, Cart.State>(client: client, table: table)
+      let carts = Carts(storage: storage, owner: "a") { Cart.State(customer: $0) } reducer: { Cart() }
+      try await withThrowingTaskGroup(of: Void.self) { group in
+        for index in 0..<500 {
+          group.addTask {
+            try await carts.send(.add(item: "apple", quantity: 1), to: "c\(index % 50)")
+          }
+        }
+        try await group.waitForAll()
+      }
+      for index in 0..<50 {
+        #expect(try await storage.storedState(for: "c\(index)")?.items == ["apple": 10])
+      }
+      await carts.shutdown(gracePeriod: .seconds(1))
+    }
+  }
+}
