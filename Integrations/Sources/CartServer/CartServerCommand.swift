@@ -41,6 +41,7 @@ struct CartServerCommand {
       case "--owner": options.owner = value
       case "--lease-seconds": options.leaseSeconds = try number(value, flag)
       case "--idle-seconds": options.idleSeconds = try number(value, flag)
+      case "--table": options.table = value
       default:
         throw UsageError(
           """

@@ -168,6 +168,8 @@ public struct ServeOptions: Sendable {
   public var owner: String?
   public var leaseSeconds = 10
   public var idleSeconds = 300
+  /// The table (SQLite or Postgres) carts are kept in.
+  public var table = "carts"
   public init() {}
 }
 
@@ -183,7 +185,7 @@ public func serve(_ options: ServeOptions, logger: Logger) async throws {
   case .sqlite(let path):
     storage = try await SQLiteSessionStorage<String, Cart.State>(
       path: path,
-      table: "carts",
+      table: options.table,
       leaseDuration: lease
     )
   case .postgres(let host, let port, let user, let database):
@@ -204,7 +206,7 @@ public func serve(_ options: ServeOptions, logger: Logger) async throws {
       storage = try await withTimeout(seconds: 10, "PostgreSQL at \(options.storage.kind)") {
         try await PostgresSessionStorage<String, Cart.State>(
           client: client,
-          table: "carts",
+          table: options.table,
           leaseDuration: lease,
           logger: logger
         )
@@ -216,7 +218,10 @@ public func serve(_ options: ServeOptions, logger: Logger) async throws {
   }
   let carts = Carts(
     storage: storage,
-    owner: options.owner,
+    // NB: by default the machine's name: a server restarted after a crash takes its own leases
+    // back at once instead of waiting for them to expire. Two servers sharing a database on one
+    // machine need an `--owner` each.
+    owner: options.owner ?? ProcessInfo.processInfo.hostName,
     idleTimeout: .seconds(options.idleSeconds),
     capacity: 100_000,
     observer: { key in LoggingObserver<Cart.State, Cart.Action>(logger: logger, key: key) }
