@@ -49,8 +49,15 @@ struct BenchmarkRunner {
     )
     await harness.run(
       storeBenchmarks() + cancellationBenchmarks() + clockBenchmarks() + compositionBenchmarks()
-        + testStoreBenchmarks()
+        + testStoreBenchmarks() + registryBenchmarks()
     )
     await memoryFigures(filter: harness.filter)
+    await sessionFigures(filter: harness.filter)
+    let misses = benchmarkMisses.value
+    print(
+      misses.isEmpty
+        ? "misses: none"
+        : "misses: \(misses.count): \(misses.joined(separator: "; "))"
+    )
   }
 }

@@ -1,4 +1,5 @@
 import CMallocStats
+import Unidirectional
 
 #if canImport(Glibc)
 import Glibc
@@ -72,6 +73,10 @@ struct Harness {
         line += Self.pad(Self.format(ratio, digits: 2) + "x", 7) + " "
         line += Self.pad(benchmark.target.map { "≤" + Self.format($0, digits: 1) + "x" } ?? "", 8)
         line += " " + (benchmark.floorName ?? "")
+        if let target = benchmark.target, ratio > target {
+          line += "  MISS"
+          recordMiss(benchmark.name)
+        }
       }
       print(line)
     }
@@ -114,6 +119,34 @@ struct Harness {
   static func pad(_ text: String, _ width: Int) -> String {
     text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
   }
+}
+
+/// The rows that missed their targets in this run (the one-line summary at the end).
+let benchmarkMisses = LockIsolated<[String]>([])
+
+/// Records a missed target.
+func recordMiss(_ name: String) {
+  benchmarkMisses.withValue { $0.append(name) }
+}
+
+/// Prints a row that is not a timed case: a figure, its floor or target, and `MISS` when `missed`.
+func printFigure(
+  _ name: String,
+  _ value: String,
+  floor: String = "",
+  ratio: String = "",
+  target: String,
+  missed: Bool
+) {
+  print(
+    Harness.pad(name, 54),
+    Harness.pad(value, 10),
+    Harness.pad("", 10),
+    Harness.pad(floor, 10),
+    Harness.pad(ratio, 7),
+    target + (missed ? "  MISS" : "")
+  )
+  if missed { recordMiss(name) }
 }
 
 /// Bytes currently allocated by malloc (glibc's `mallinfo2`), for per-object memory figures.

@@ -317,13 +317,13 @@ func memoryFigures(filter: String?) async {
     "0 B      a cancelled Task.sleep per restart"
   )
 
-  print(
-    Harness.pad("bytes per idle store", 54),
-    Harness.pad(Harness.format(storeBytes, digits: 0), 10),
-    Harness.pad("", 10),
-    Harness.pad(Harness.format(actorBytes, digits: 0), 10),
-    Harness.pad(Harness.format(storeBytes / actorBytes, digits: 2) + "x", 7),
-    "≤1 KiB   an idle actor"
+  printFigure(
+    "bytes per idle store",
+    Harness.format(storeBytes, digits: 0),
+    floor: Harness.format(actorBytes, digits: 0),
+    ratio: Harness.format(storeBytes / actorBytes, digits: 2) + "x",
+    target: "≤512 B   an idle actor",
+    missed: storeBytes > 512
   )
   print(
     Harness.pad("bytes per suspended effect", 54),

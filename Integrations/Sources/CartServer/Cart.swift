@@ -1,29 +1,29 @@
 import Unidirectional
 
 /// A customer's cart: items and their quantities, and how many changes were applied.
-public struct Cart: Reducer {
+struct Cart: Reducer {
   /// The cart, stored as JSON.
-  public struct State: Codable, Equatable, Sendable {
-    public var customer: String
-    public var items: [String: Int] = [:]
+  struct State: Codable, Equatable, Sendable {
+    var customer: String
+    var items: [String: Int] = [:]
     /// The number of actions applied to this cart.
-    public var version = 0
+    var version = 0
 
-    public init(customer: String, items: [String: Int] = [:], version: Int = 0) {
+    init(customer: String, items: [String: Int] = [:], version: Int = 0) {
       self.customer = customer
       self.items = items
       self.version = version
     }
   }
 
-  public enum Action: Sendable, Equatable {
+  enum Action: Sendable, Equatable {
     case add(item: String, quantity: Int)
     case remove(item: String)
   }
 
-  public init() {}
+  init() {}
 
-  public func reduce(into state: inout State, action: Action) -> Effect<Action> {
+  func reduce(into state: inout State, action: Action) -> Effect<Action> {
     switch action {
     case .add(let item, let quantity):
       state.items[item, default: 0] += quantity

@@ -4,27 +4,32 @@ import NIOCore
 import Synchronization
 
 /// `cart-server load`'s options.
-public struct LoadOptions: Sendable {
-  public var url = "http://127.0.0.1:8080"
-  public var clients = 64
-  public var seconds = 10
-  public var customers = 1_000
-  public init() {}
+struct LoadOptions: Sendable {
+  var url = "http://127.0.0.1:8080"
+  var clients = 64
+  var seconds = 10
+  var customers = 1_000
+  init() {}
 }
 
 /// What a load run saw.
-public struct LoadReport: Sendable, CustomStringConvertible {
-  public var requests = 0
-  public var errors = 0
-  public var p50: Double = 0
-  public var p99: Double = 0
-  public var acknowledged = 0
-  public var lost = 0
+struct LoadReport: Sendable, CustomStringConvertible {
+  var requests = 0
+  var errors = 0
+  var p50: Double = 0
+  var p99: Double = 0
+  var acknowledged = 0
+  var lost = 0
 
-  public var description: String {
+  var description: String {
     String(
       format: "load: %d requests, %d errors, p50 %.2f ms, p99 %.2f ms, acknowledged %d, lost %d",
-      self.requests, self.errors, self.p50, self.p99, self.acknowledged, self.lost
+      self.requests,
+      self.errors,
+      self.p50,
+      self.p99,
+      self.acknowledged,
+      self.lost
     )
   }
 }
@@ -66,7 +71,10 @@ final class LoadTally: Sendable {
 
 /// Drives `clients` concurrent clients adding items for `seconds`, then reads every cart it
 /// touched and counts the acknowledged adds missing from it.
-public func runLoad(_ options: LoadOptions, progress: @escaping @Sendable (String) -> Void) async throws
+func runLoad(
+  _ options: LoadOptions,
+  progress: @escaping @Sendable (String) -> Void
+) async throws
   -> LoadReport
 {
   var configuration = HTTPClient.Configuration()
@@ -98,7 +106,7 @@ private func drive(
         _ = clientIndex
         while ContinuousClock.now < deadline {
           let customer = "c\(Int.random(in: 0..<options.customers, using: &random))"
-          let item = items.randomElement(using: &random)!
+          let item = items[Int.random(in: 0..<items.count, using: &random)]
           var request = HTTPClientRequest(url: "\(options.url)/carts/\(customer)/items")
           request.method = .POST
           request.headers.add(name: "content-type", value: "application/json")
@@ -149,7 +157,7 @@ private func drive(
 }
 
 /// Reads each cart and counts acknowledged adds that are not in it.
-public func countLost(
+func countLost(
   _ acknowledged: [String: [String: Int]],
   url: String,
   client: HTTPClient
@@ -171,7 +179,7 @@ public func countLost(
 }
 
 /// A load run that could not check its result.
-public struct LoadError: Error, CustomStringConvertible {
-  public let description: String
-  public init(_ description: String) { self.description = description }
+struct LoadError: Error, CustomStringConvertible {
+  let description: String
+  init(_ description: String) { self.description = description }
 }

@@ -10,7 +10,7 @@ import UnidirectionalSQLite
 import UnidirectionalServer
 
 /// The carts of a running server: a registry of `Cart` stores, one per customer.
-public typealias Carts = StoreRegistry<String, Cart>
+typealias Carts = StoreRegistry<String, Cart>
 
 /// `POST /carts/{customer}/items`'s body.
 struct AddItem: Decodable {
@@ -19,13 +19,13 @@ struct AddItem: Decodable {
 }
 
 /// Where carts are kept, from `--storage`.
-public enum StorageChoice: Sendable, Equatable {
+enum StorageChoice: Sendable, Equatable {
   case memory
   case sqlite(path: String)
   case postgres(host: String, port: Int, user: String, database: String)
 
   /// Parses `memory`, `sqlite:PATH` or `postgres://USER@HOST:PORT/DB`.
-  public init(parsing text: String) throws {
+  init(parsing text: String) throws {
     if text == "memory" {
       self = .memory
     } else if text.hasPrefix("sqlite:") {
@@ -36,7 +36,12 @@ public enum StorageChoice: Sendable, Equatable {
       let host = url.host, let user = url.user
     {
       let database = url.path.hasPrefix("/") ? String(url.path.dropFirst()) : url.path
-      self = .postgres(host: host, port: url.port ?? 5432, user: user, database: database.isEmpty ? user : database)
+      self = .postgres(
+        host: host,
+        port: url.port ?? 5432,
+        user: user,
+        database: database.isEmpty ? user : database
+      )
     } else {
       throw UsageError(
         "--storage takes sqlite:PATH, postgres://USER@HOST:PORT/DB or memory, not '\(text)'"
@@ -45,23 +50,24 @@ public enum StorageChoice: Sendable, Equatable {
   }
 
   /// A short name for the listening line.
-  public var kind: String {
+  var kind: String {
     switch self {
     case .memory: "memory"
     case .sqlite(let path): "sqlite:\(path)"
-    case .postgres(let host, let port, let user, let database): "postgres://\(user)@\(host):\(port)/\(database)"
+    case .postgres(let host, let port, let user, let database):
+      "postgres://\(user)@\(host):\(port)/\(database)"
     }
   }
 }
 
 /// A command-line mistake, with what to do instead.
-public struct UsageError: Error, CustomStringConvertible {
-  public let description: String
-  public init(_ description: String) { self.description = description }
+struct UsageError: Error, CustomStringConvertible {
+  let description: String
+  init(_ description: String) { self.description = description }
 }
 
 /// The routes of the cart server over a registry.
-public func makeRouter(carts: Carts) -> Router<BasicRequestContext> {
+func makeRouter(carts: Carts) -> Router<BasicRequestContext> {
   let router = Router()
   router.get("/health") { _, _ in "ok" }
   router.post("/carts/:customer/items") { request, context -> Response in
@@ -71,14 +77,21 @@ public func makeRouter(carts: Carts) -> Router<BasicRequestContext> {
     do {
       add = try JSONDecoder().decode(AddItem.self, from: Data(buffer: buffer))
     } catch {
-      return errorResponse(.badRequest, "the body must be {\"item\": String, \"quantity\": Int}: \(error)")
+      return errorResponse(
+        .badRequest,
+        "the body must be {\"item\": String, \"quantity\": Int}: \(error)"
+      )
     }
     guard add.quantity >= 1 else {
       return errorResponse(.badRequest, "quantity must be at least 1, not \(add.quantity)")
     }
     guard !add.item.isEmpty else { return errorResponse(.badRequest, "item must not be empty") }
     return await respond {
-      try await carts.send(.add(item: add.item, quantity: add.quantity), to: customer, reading: { $0 })
+      try await carts.send(
+        .add(item: add.item, quantity: add.quantity),
+        to: customer,
+        reading: { $0 }
+      )
     }
   }
   router.delete("/carts/:customer/items/:item") { _, context -> Response in
@@ -161,21 +174,21 @@ private func errorResponse(_ status: HTTPResponse.Status, _ message: String) -> 
 }
 
 /// The server's options.
-public struct ServeOptions: Sendable {
-  public var host = "127.0.0.1"
-  public var port = 8080
-  public var storage = StorageChoice.sqlite(path: "carts.sqlite")
-  public var owner: String?
-  public var leaseSeconds = 10
-  public var idleSeconds = 300
+struct ServeOptions: Sendable {
+  var host = "127.0.0.1"
+  var port = 8080
+  var storage = StorageChoice.sqlite(path: "carts.sqlite")
+  var owner: String?
+  var leaseSeconds = 10
+  var idleSeconds = 300
   /// The table (SQLite or Postgres) carts are kept in.
-  public var table = "carts"
-  public init() {}
+  var table = "carts"
+  init() {}
 }
 
 /// Opens the storage, runs the server until SIGTERM/SIGINT, then shuts down gracefully: stop
 /// accepting, finish what was accepted, save every cart.
-public func serve(_ options: ServeOptions, logger: Logger) async throws {
+func serve(_ options: ServeOptions, logger: Logger) async throws {
   let lease = Duration.seconds(options.leaseSeconds)
   var postgres: (client: PostgresClient, task: Task<Void, Never>)?
   let storage: any SessionStorage<String, Cart.State>

@@ -112,7 +112,10 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
   private func text(_ key: Key) throws -> String {
     let text = "\(key)"
     guard text.utf8.count <= Self.maximumKeyLength else {
-      throw PostgresSessionStorageError.keyTooLong(key: String(text.prefix(64)), length: text.utf8.count)
+      throw PostgresSessionStorageError.keyTooLong(
+        key: String(text.prefix(64)),
+        length: text.utf8.count
+      )
     }
     return text
   }
@@ -152,7 +155,8 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
       guard version == Self.encodingVersion else {
         throw PostgresSessionStorageError.unreadableState(
           key: text,
-          reason: "stored with encoding version \(version); this build reads \(Self.encodingVersion)"
+          reason:
+            "stored with encoding version \(version); this build reads \(Self.encodingVersion)"
         )
       }
       do {
@@ -169,7 +173,10 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
   }
 
   /// Saves the batch in one statement; a write whose token is stale is refused.
-  public func save(_ writes: [SessionWrite<Key, State>], owner: String) async throws
+  public func save(
+    _ writes: [SessionWrite<Key, State>],
+    owner: String
+  ) async throws
     -> [SessionSaveResult]
   {
     let encoder = JSONEncoder()
@@ -297,6 +304,7 @@ public enum PostgresSessionStorageError: Error, CustomStringConvertible {
   /// A state larger than ``PostgresSessionStorage/maximumStateSize`` once encoded.
   case stateTooLarge(key: String, size: Int)
 
+  /// What went wrong, and what to do.
   public var description: String {
     switch self {
     case .invalidTable(let table):

@@ -112,7 +112,10 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
   private func text(_ key: Key) throws -> String {
     let text = "\(key)"
     guard text.utf8.count <= Self.maximumKeyLength else {
-      throw SQLiteSessionStorageError.keyTooLong(key: String(text.prefix(64)), length: text.utf8.count)
+      throw SQLiteSessionStorageError.keyTooLong(
+        key: String(text.prefix(64)),
+        length: text.utf8.count
+      )
     }
     return text
   }
@@ -121,10 +124,12 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
   public func acquire(_ key: Key, owner: String) async throws -> SessionAcquisition<State> {
     let text = try self.text(key)
     let (table, now, lease) = (self.table, self.now, self.leaseSeconds)
-    let row = try await self.pool.write { db -> (heldBy: String?, token: Int64, state: Data?, version: Int) in
+    let row = try await self.pool.write {
+      db -> (heldBy: String?, token: Int64, state: Data?, version: Int) in
       let current = try Row.fetchOne(
         db,
-        sql: "SELECT owner, lease_expiry, token, state, encoding_version FROM \(table) WHERE key = ?",
+        sql:
+          "SELECT owner, lease_expiry, token, state, encoding_version FROM \(table) WHERE key = ?",
         arguments: [text]
       )
       let currentOwner: String? = current?["owner"]
@@ -149,18 +154,25 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
     guard row.version == Self.encodingVersion else {
       throw SQLiteSessionStorageError.unreadableState(
         key: text,
-        reason: "it is stored with encoding version \(row.version); this build reads version \(Self.encodingVersion)"
+        reason:
+          "it is stored with encoding version \(row.version); this build reads version \(Self.encodingVersion)"
       )
     }
     do {
-      return .acquired(token: UInt64(row.token), state: try JSONDecoder().decode(State.self, from: data))
+      return .acquired(
+        token: UInt64(row.token),
+        state: try JSONDecoder().decode(State.self, from: data)
+      )
     } catch {
       throw SQLiteSessionStorageError.unreadableState(key: text, reason: "\(error)")
     }
   }
 
   /// Saves the batch in one transaction; a write whose token is stale is refused.
-  public func save(_ writes: [SessionWrite<Key, State>], owner: String) async throws
+  public func save(
+    _ writes: [SessionWrite<Key, State>],
+    owner: String
+  ) async throws
     -> [SessionSaveResult]
   {
     let encoder = JSONEncoder()
@@ -253,6 +265,7 @@ public enum SQLiteSessionStorageError: Error, CustomStringConvertible {
   /// A state larger than ``SQLiteSessionStorage/maximumStateSize`` once encoded.
   case stateTooLarge(key: String, size: Int)
 
+  /// What went wrong, and what to do.
   public var description: String {
     switch self {
     case .invalidTable(let table):

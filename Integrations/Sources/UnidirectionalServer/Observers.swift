@@ -78,7 +78,10 @@ public struct MetricsObserver<State: Sendable, Action: Sendable>: StoreObserver 
   /// - Parameters:
   ///   - prefix: The metrics' label prefix.
   ///   - factory: Where metrics go; by default the bootstrapped (or scoped) factory.
-  public init(prefix: String = "unidirectional", factory: any MetricsFactory = MetricsSystem.factory) {
+  public init(
+    prefix: String = "unidirectional",
+    factory: any MetricsFactory = MetricsSystem.factory
+  ) {
     self.actions = Counter(label: "\(prefix).actions", factory: factory)
     self.finished = Metrics.Timer(
       label: "\(prefix).effect.duration",
@@ -141,7 +144,10 @@ public final class TracingObserver<State: Sendable, Action: Sendable>: StoreObse
   /// - Parameters:
   ///   - tracer: The tracer; by default the bootstrapped (or scoped) one.
   ///   - key: The session's key, set as the `session.key` attribute of every span.
-  public init(tracer: any Tracer = InstrumentationSystem.tracer, key: (some Sendable)? = String?.none) {
+  public init(
+    tracer: any Tracer = InstrumentationSystem.tracer,
+    key: (some Sendable)? = String?.none
+  ) {
     self.tracer = tracer
     self.key = key.map { "\($0)" }
   }
@@ -194,23 +200,29 @@ public struct ObserverGroup<State: Sendable, Action: Sendable>: StoreObserver {
     self.observers = observers
   }
 
+  /// Tells every observer.
   public func actionReduced(_ action: Action, origin: ActionOrigin) {
     for observer in self.observers { observer.actionReduced(action, origin: origin) }
   }
+  /// Tells every observer.
   public func stateChanged(from oldState: State, to newState: State) {
     for observer in self.observers { observer.stateChanged(from: oldState, to: newState) }
   }
+  /// Tells every observer.
   public func effectStarted(_ effect: EffectReference) {
     for observer in self.observers { observer.effectStarted(effect) }
   }
+  /// Tells every observer.
   public func effectEnded(_ effect: EffectReference, outcome: EffectOutcome, duration: Duration) {
     for observer in self.observers {
       observer.effectEnded(effect, outcome: outcome, duration: duration)
     }
   }
+  /// Tells every observer.
   public func issueReported(_ issue: ReportedIssue) {
     for observer in self.observers { observer.issueReported(issue) }
   }
+  /// Tells every observer.
   public func storeShutDown() {
     for observer in self.observers { observer.storeShutDown() }
   }

@@ -16,7 +16,11 @@ struct Job: Reducer {
   func reduce(into state: inout State, action: Action) -> Effect<Action> {
     switch action {
     case .succeed: return .run { send in await send(.finished) }
-    case .fail: return .run { _ in throw Broken() } catch: { _, _ in }
+    case .fail:
+      return .run { _ in
+        throw Broken()
+      } catch: { _, _ in
+      }
     case .finished:
       state.done += 1
       return .none
@@ -30,7 +34,11 @@ struct Job: Reducer {
     let logger = Logger(label: "test", factory: { _ in handler })
     let registry = StoreRegistry(
       observer: { key in LoggingObserver<Job.State, Job.Action>(logger: logger, key: key) }
-    ) { (_: String) in Job.State() } reducer: { Job() }
+    ) { (_: String) in
+      Job.State()
+    } reducer: {
+      Job()
+    }
     try await registry.send(.fail, to: "alice")
     await registry.shutdown(gracePeriod: .seconds(1))
     let errors = handler.entries.filter { $0.level == .error }
@@ -44,7 +52,11 @@ struct Job: Reducer {
     let metrics = TestMetrics()
     let registry = StoreRegistry(
       observer: { _ in MetricsObserver<Job.State, Job.Action>(factory: metrics) }
-    ) { (_: String) in Job.State() } reducer: { Job() }
+    ) { (_: String) in
+      Job.State()
+    } reducer: {
+      Job()
+    }
     try await registry.send(.succeed, to: "a").finish()
     try await registry.send(.fail, to: "b").finish()
     let live = try metrics.expectMeter("unidirectional.sessions.live")
@@ -53,7 +65,10 @@ struct Job: Reducer {
     #expect(actions.totalValue == 3)
     let failures = try metrics.expectCounter("unidirectional.effect.failures")
     #expect(failures.totalValue == 1)
-    let finished = try metrics.expectTimer("unidirectional.effect.duration", [("outcome", "finished")])
+    let finished = try metrics.expectTimer(
+      "unidirectional.effect.duration",
+      [("outcome", "finished")]
+    )
     #expect(finished.values.count == 1)
     await registry.shutdown(gracePeriod: .seconds(1))
     #expect(live.lastValue == 0)
@@ -63,7 +78,11 @@ struct Job: Reducer {
     let tracer = InMemoryTracer()
     let registry = StoreRegistry(
       observer: { key in TracingObserver<Job.State, Job.Action>(tracer: tracer, key: key) }
-    ) { (_: String) in Job.State() } reducer: { Job() }
+    ) { (_: String) in
+      Job.State()
+    } reducer: {
+      Job()
+    }
     let request = tracer.startSpan("request")
     try await ServiceContext.withValue(request.context) {
       try await registry.send(.fail, to: "alice").finish()

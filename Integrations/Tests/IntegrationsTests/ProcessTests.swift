@@ -1,10 +1,11 @@
 import AsyncHTTPClient
-import CartServer
 import Foundation
 import NIOCore
 import PostgresNIO
 import Synchronization
 import Testing
+
+@testable import CartServer
 
 /// The `cart-server` binary built next to this test bundle.
 let cartServerBinary: URL? = {
@@ -39,7 +40,8 @@ final class CartServerProcess: Sendable {
       }
       return String(decoding: data, as: UTF8.self)
     }.value
-    guard let range = line.range(of: #"listening on 127\.0\.0\.1:(\d+)"#, options: .regularExpression),
+    guard
+      let range = line.range(of: #"listening on 127\.0\.0\.1:(\d+)"#, options: .regularExpression),
       let port = Int(line[range].split(separator: ":").last ?? "")
     else {
       process.terminate()
@@ -84,7 +86,7 @@ final class Driver: Sendable {
         group.addTask {
           while self.acknowledgedCount < limit {
             let customer = "c\(Int.random(in: 0..<customers))"
-            let item = ["apple", "pear", "fig"].randomElement()!
+            let item = ["apple", "pear", "fig"][Int.random(in: 0..<3)]
             var request = HTTPClientRequest(url: "\(url)/carts/\(customer)/items")
             request.method = .POST
             request.body = .bytes(ByteBuffer(string: #"{"item": "\#(item)", "quantity": 1}"#))
@@ -155,7 +157,11 @@ struct ProcessTests {
     #expect(await server.stop(SIGTERM) == 0)
     await load.value
     let restarted = try await CartServerProcess(arguments)
-    let lost = try await countLost(driver.acknowledgedAdds, url: restarted.url, client: driver.client)
+    let lost = try await countLost(
+      driver.acknowledgedAdds,
+      url: restarted.url,
+      client: driver.client
+    )
     #expect(lost == 0)
     #expect(await restarted.stop(SIGTERM) == 0)
     await driver.shutdown()
@@ -201,7 +207,9 @@ struct ProcessTests {
     // The leases expire (on the database's clock, moved here by SQL rather than by waiting).
     let tokensOfA = Mutex<[String: Int64]>([:])
     try await withPostgres { client, _ in
-      let rows = try await client.query("SELECT key, token FROM \(unescaped: table) WHERE owner = 'a'")
+      let rows = try await client.query(
+        "SELECT key, token FROM \(unescaped: table) WHERE owner = 'a'"
+      )
       for try await (key, token) in rows.decode((String, Int64).self) {
         tokensOfA.withLock { $0[key] = token }
       }

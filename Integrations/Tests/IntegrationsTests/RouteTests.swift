@@ -1,4 +1,3 @@
-import CartServer
 import Foundation
 import Hummingbird
 import HummingbirdTesting
@@ -6,8 +5,14 @@ import NIOCore
 import Testing
 import Unidirectional
 
+@testable import CartServer
+
 private func makeCarts(_ storage: InMemorySessionStorage<String, Cart.State>? = nil) -> Carts {
-  Carts(storage: storage, owner: "test") { Cart.State(customer: $0) } reducer: { Cart() }
+  Carts(storage: storage, owner: "test") {
+    Cart.State(customer: $0)
+  } reducer: {
+    Cart()
+  }
 }
 
 private func decodeCart(_ buffer: ByteBuffer) throws -> Cart.State {
@@ -72,7 +77,10 @@ private func decodeCart(_ buffer: ByteBuffer) throws -> Cart.State {
           body: ByteBuffer(string: body)
         ) { response in
           #expect(response.status == .badRequest)
-          let error = try JSONDecoder().decode([String: String].self, from: Data(buffer: response.body))
+          let error = try JSONDecoder().decode(
+            [String: String].self,
+            from: Data(buffer: response.body)
+          )
           #expect(error["error"]?.isEmpty == false)
         }
       }
@@ -83,7 +91,9 @@ private func decodeCart(_ buffer: ByteBuffer) throws -> Cart.State {
 
   @Test func sessionErrorsAre503And409() async throws {
     let storage = InMemorySessionStorage<String, Cart.State>()
-    let other = Carts(storage: storage, owner: "other") { Cart.State(customer: $0) } reducer: {
+    let other = Carts(storage: storage, owner: "other") {
+      Cart.State(customer: $0)
+    } reducer: {
       Cart()
     }
     try await other.send(.add(item: "fig", quantity: 1), to: "taken")

@@ -1,4 +1,3 @@
-import CartServer
 import Foundation
 import Logging
 import PostgresNIO
@@ -8,6 +7,8 @@ import Testing
 import Unidirectional
 import UnidirectionalPostgres
 import UnidirectionalSQLite
+
+@testable import CartServer
 
 /// A fresh temporary directory, removed by the caller.
 func temporaryDirectory() throws -> URL {
@@ -25,7 +26,11 @@ func checkStorageContract(
 ) async throws {
   let storage = try await makeStorage()
   func registry(_ owner: String) -> Carts {
-    Carts(storage: storage, owner: owner) { Cart.State(customer: $0) } reducer: { Cart() }
+    Carts(storage: storage, owner: owner) {
+      Cart.State(customer: $0)
+    } reducer: {
+      Cart()
+    }
   }
   let a = registry("node-a")
   let b = registry("node-b")
@@ -101,7 +106,11 @@ func checkStorageContract(
     defer { try? FileManager.default.removeItem(at: directory) }
     let path = directory.appendingPathComponent("carts.sqlite").path
     let storage = try await SQLiteSessionStorage<String, Cart.State>(path: path)
-    let carts = Carts(storage: storage, owner: "a") { Cart.State(customer: $0) } reducer: { Cart() }
+    let carts = Carts(storage: storage, owner: "a") {
+      Cart.State(customer: $0)
+    } reducer: {
+      Cart()
+    }
     try await testGracefulShutdown { trigger in
       let group = ServiceGroup(services: [carts], logger: Logger(label: "test"))
       try await withThrowingTaskGroup(of: Void.self) { tasks in
@@ -136,7 +145,9 @@ func sqlite(_ path: String, _ sql: String) throws {
 }
 
 /// The PostgreSQL the tests use, from `POSTGRES_URL`; `nil` (the tests skip, saying so) if unset.
-let postgresURL: URL? = ProcessInfo.processInfo.environment["POSTGRES_URL"].flatMap(URL.init(string:))
+let postgresURL: URL? = ProcessInfo.processInfo.environment["POSTGRES_URL"].flatMap(
+  URL.init(string:)
+)
 
 func postgresConfiguration(_ url: URL) -> PostgresClient.Configuration {
   PostgresClient.Configuration(
@@ -161,7 +172,7 @@ func withPostgres(
   do {
     try await body(client, table)
   } catch {
-    try? await client.query("DROP TABLE IF EXISTS \(unescaped: table)")
+    _ = try? await client.query("DROP TABLE IF EXISTS \(unescaped: table)")
     throw error
   }
   try await client.query("DROP TABLE IF EXISTS \(unescaped: table)")
@@ -169,7 +180,10 @@ func withPostgres(
 
 @Suite(
   .timeLimit(.minutes(2)),
-  .enabled(if: postgresURL != nil, "POSTGRES_URL is not set: no PostgreSQL to test against (.ci/run starts one)")
+  .enabled(
+    if: postgresURL != nil,
+    "POSTGRES_URL is not set: no PostgreSQL to test against (.ci/run starts one)"
+  )
 )
 struct PostgresStorageTests {
   @Test func theStorageContractHoldsOnPostgres() async throws {
@@ -177,7 +191,9 @@ struct PostgresStorageTests {
       try await checkStorageContract {
         try await PostgresSessionStorage<String, Cart.State>(client: client, table: table)
       } corrupt: { key in
-        try await client.query("UPDATE \(unescaped: table) SET state = '\\x7b6e6f' WHERE key = \(key)")
+        try await client.query(
+          "UPDATE \(unescaped: table) SET state = '\\x7b6e6f' WHERE key = \(key)"
+        )
       } expire: { key in
         try await client.query(
           "UPDATE \(unescaped: table) SET lease_expires_at = now() - interval '1 second' WHERE key = \(key)"
@@ -188,7 +204,9 @@ struct PostgresStorageTests {
 
   @Test func aTableWithAnotherSchemaIsRefusedNamingTheDifference() async throws {
     try await withPostgres { client, table in
-      try await client.query("CREATE TABLE \(unescaped: table) (key text PRIMARY KEY, payload bytea)")
+      try await client.query(
+        "CREATE TABLE \(unescaped: table) (key text PRIMARY KEY, payload bytea)"
+      )
       let error = await #expect(throws: PostgresSessionStorageError.self) {
         _ = try await PostgresSessionStorage<String, Cart.State>(client: client, table: table)
       }
@@ -198,8 +216,15 @@ struct PostgresStorageTests {
 
   @Test func manyWaitingSendsAreSavedInFewStatements() async throws {
     try await withPostgres { client, table in
-      let storage = try await PostgresSessionStorage<String, Cart.State>(client: client, table: table)
-      let carts = Carts(storage: storage, owner: "a") { Cart.State(customer: $0) } reducer: { Cart() }
+      let storage = try await PostgresSessionStorage<String, Cart.State>(
+        client: client,
+        table: table
+      )
+      let carts = Carts(storage: storage, owner: "a") {
+        Cart.State(customer: $0)
+      } reducer: {
+        Cart()
+      }
       try await withThrowingTaskGroup(of: Void.self) { group in
         for index in 0..<500 {
           group.addTask {

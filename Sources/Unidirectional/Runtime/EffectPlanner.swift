@@ -21,8 +21,6 @@ struct EffectPlanner<Action: Sendable> {
   @usableFromInline var jobs: [any EffectJob] = []
   /// Timers to arm once registered.
   @usableFromInline var timers: [TimerEntry] = []
-  /// The action being reduced, whose effect is planned (named by diagnostics of its effects).
-  @usableFromInline var reducing: Action?
   /// Whether timers run as sleeping tasks (outside a store, where nothing arms them).
   var lowersTimers = false
   /// The lifetime new units join (its first unit): the sent action's (its first unit once there is
@@ -58,6 +56,7 @@ struct EffectPlanner<Action: Sendable> {
     keys: [CancelKey] = [],
     delivery: EffectDelivery<Action>,
     supervisor: EffectSupervisor,
+    action: Action? = nil,
     enqueue: (Action, EffectToken?) -> Void
   ) {
     switch effect.operation {
@@ -76,7 +75,7 @@ struct EffectPlanner<Action: Sendable> {
         lifetime: self.joinedLifetime(),
         operation: operation,
         delivery: delivery,
-        action: self.reducing
+        action: action
       )
       self.register(job, keys)
       self.jobs.append(job)
@@ -87,7 +86,7 @@ struct EffectPlanner<Action: Sendable> {
           lifetime: self.joinedLifetime(),
           operation: timer.asRun,
           delivery: delivery,
-          action: self.reducing
+          action: action
         )
         self.register(job, keys)
         self.jobs.append(job)
@@ -115,12 +114,20 @@ struct EffectPlanner<Action: Sendable> {
         keys: keys + [key],
         delivery: delivery,
         supervisor: supervisor,
+        action: action,
         enqueue: enqueue
       )
 
     case .merge(let effects):
       for effect in effects {
-        self.plan(effect, keys: keys, delivery: delivery, supervisor: supervisor, enqueue: enqueue)
+        self.plan(
+          effect,
+          keys: keys,
+          delivery: delivery,
+          supervisor: supervisor,
+          action: action,
+          enqueue: enqueue
+        )
       }
 
     case .concatenate(let effects):
@@ -133,13 +140,14 @@ struct EffectPlanner<Action: Sendable> {
           keys: keys,
           delivery: delivery,
           supervisor: supervisor,
+          action: action,
           enqueue: enqueue
         )
         index += 1
       }
       guard index < effects.endIndex else { return }
       let plans = effects[index...].compactMap {
-        self.plan($0, keys: keys, delivery: delivery, supervisor: supervisor)
+        self.plan($0, keys: keys, delivery: delivery, supervisor: supervisor, action: action)
       }
       switch plans.count {
       case 0: return
@@ -148,7 +156,14 @@ struct EffectPlanner<Action: Sendable> {
       }
 
     case .queued(let key, let inner):
-      guard let plan = self.plan(inner, keys: keys, delivery: delivery, supervisor: supervisor)
+      guard
+        let plan = self.plan(
+          inner,
+          keys: keys,
+          delivery: delivery,
+          supervisor: supervisor,
+          action: action
+        )
       else { return }
       let ticket = supervisor.enqueue(on: key)
       self.jobs.append(PlanJob(plan: .queued(ticket, plan), delivery: delivery))
@@ -161,6 +176,7 @@ struct EffectPlanner<Action: Sendable> {
         keys: keys,
         delivery: delivery,
         supervisor: supervisor,
+        action: action,
         enqueue: enqueue
       )
     }
@@ -171,7 +187,8 @@ struct EffectPlanner<Action: Sendable> {
     _ effect: Effect<Action>,
     keys: [CancelKey],
     delivery: EffectDelivery<Action>,
-    supervisor: EffectSupervisor
+    supervisor: EffectSupervisor,
+    action: Action?
   ) -> EffectPlan<Action>? {
     switch effect.operation {
     case .none:
@@ -183,7 +200,7 @@ struct EffectPlanner<Action: Sendable> {
         lifetime: self.joinedLifetime(),
         operation: operation,
         delivery: delivery,
-        action: self.reducing
+        action: action
       )
       self.register(job, keys)
       return .run(job)
@@ -193,7 +210,7 @@ struct EffectPlanner<Action: Sendable> {
         lifetime: self.joinedLifetime(),
         operation: timer.asRun,
         delivery: delivery,
-        action: self.reducing
+        action: action
       )
       self.register(job, keys)
       return .run(job)
@@ -203,24 +220,43 @@ struct EffectPlanner<Action: Sendable> {
       if cancelInFlight {
         self.steps.append(.cancel([key]))
       }
-      return self.plan(inner, keys: keys + [key], delivery: delivery, supervisor: supervisor)
+      return self.plan(
+        inner,
+        keys: keys + [key],
+        delivery: delivery,
+        supervisor: supervisor,
+        action: action
+      )
     case .merge(let effects):
       let plans = effects.compactMap {
-        self.plan($0, keys: keys, delivery: delivery, supervisor: supervisor)
+        self.plan($0, keys: keys, delivery: delivery, supervisor: supervisor, action: action)
       }
       return plans.isEmpty ? nil : .merge(plans)
     case .concatenate(let effects):
       let plans = effects.compactMap {
-        self.plan($0, keys: keys, delivery: delivery, supervisor: supervisor)
+        self.plan($0, keys: keys, delivery: delivery, supervisor: supervisor, action: action)
       }
       return plans.isEmpty ? nil : .concatenate(plans)
     case .queued(let key, let inner):
-      guard let plan = self.plan(inner, keys: keys, delivery: delivery, supervisor: supervisor)
+      guard
+        let plan = self.plan(
+          inner,
+          keys: keys,
+          delivery: delivery,
+          supervisor: supervisor,
+          action: action
+        )
       else { return nil }
       return .queued(supervisor.enqueue(on: key), plan)
     case .deferred(let make):
       if !self.steps.isEmpty { supervisor.applySteps(&self.steps) }
-      return self.plan(make(supervisor), keys: keys, delivery: delivery, supervisor: supervisor)
+      return self.plan(
+        make(supervisor),
+        keys: keys,
+        delivery: delivery,
+        supervisor: supervisor,
+        action: action
+      )
     }
   }
 

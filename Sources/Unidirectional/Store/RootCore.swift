@@ -269,9 +269,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
       self.queue.append((next, nil))
       self.queueCount += 1
     default:
-      self.planner.reducing = action
-      self.plan(effect)
-      self.planner.reducing = nil
+      self.plan(effect, for: action)
     }
   }
 
@@ -329,10 +327,12 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
   }
 
   @inlinable
-  func plan(_ effect: Effect<Action>) {
+  func plan(_ effect: Effect<Action>, for reduced: Action) {
     let supervisor = self.effects ?? self.makeSupervisor()
     guard let delivery = self.delivery else { preconditionFailure("No delivery after setup.") }
-    self.planner.plan(effect, delivery: delivery, supervisor: supervisor) { action, token in
+    self.planner.plan(effect, delivery: delivery, supervisor: supervisor, action: reduced) {
+      action,
+      token in
       self.queue.append((action, token))
       self.queueCount += 1
     }
