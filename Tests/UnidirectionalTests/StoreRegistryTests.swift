@@ -195,6 +195,46 @@ private func makeRegistry(
     await registry.shutdown(gracePeriod: .seconds(1))
   }
 
+  @Test func theRegistrysObserverAndDependenciesApplyToEveryStoreItMakes() async throws {
+    struct KeyedLog: StoreObserver {
+      typealias State = SessionLedger.State
+      typealias Action = SessionLedger.Action
+      let key: String
+      let log: LockIsolated<[String]>
+      func actionReduced(_ action: Action, origin: ActionOrigin) {
+        self.log.withValue { $0.append("\(self.key): \(action)") }
+      }
+      func storeShutDown() {
+        self.log.withValue { $0.append("\(self.key): shut down") }
+      }
+    }
+    let log = LockIsolated<[String]>([])
+    let clock = TestClock()
+    let registry = StoreRegistry(
+      clock: clock,
+      observer: { key in KeyedLog(key: key, log: log) }
+    ) { key in
+      SessionLedger.State(key: key)
+    } reducer: {
+      @Dependency(\.continuousClock) var clock
+      return SessionLedger(clock: clock, gate: Gate())
+    } withDependencies: {
+      $0.continuousClock = clock
+    }
+    try await registry.send(.append(1), to: "a")
+    try await registry.send(.arm, to: "b")
+    // The reducer got the registry's clock: its 60 s timer fires when the test clock says so.
+    await clock.advance(by: .seconds(60))
+    let store = try #require(await registry.liveStore(for: "b"))
+    #expect(await store.state.applied == [-1])
+    try await registry.passivate("a")
+    #expect(log.value.contains("a: append(1)"))
+    #expect(log.value.contains("b: idle"))
+    #expect(log.value.contains("a: shut down"))
+    await registry.shutdown(gracePeriod: .seconds(1))
+    #expect(log.value.contains("b: shut down"))
+  }
+
   @Test func sendsAfterShutdownThrowShutDownNamingTheKey() async throws {
     let registry = makeRegistry(clock: TestClock())
     try await registry.send(.append(1), to: "alice")
