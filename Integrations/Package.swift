@@ -16,6 +16,7 @@ let package = Package(
     .library(name: "UnidirectionalSQLite", targets: ["UnidirectionalSQLite"]),
     .library(name: "UnidirectionalPostgres", targets: ["UnidirectionalPostgres"]),
     .executable(name: "cart-server", targets: ["CartServer"]),
+    .executable(name: "storage-benchmarks", targets: ["StorageBenchmarks"]),
   ],
   dependencies: [
     .package(path: ".."),
@@ -65,6 +66,15 @@ let package = Package(
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         .product(name: "Logging", package: "swift-log"),
         .product(name: "Metrics", package: "swift-metrics"),
+      ]
+    ),
+    .executableTarget(
+      name: "StorageBenchmarks",
+      dependencies: [
+        "UnidirectionalSQLite", "UnidirectionalPostgres",
+        .product(name: "Unidirectional", package: core),
+        .product(name: "GRDB", package: "GRDB.swift"),
+        .product(name: "PostgresNIO", package: "postgres-nio"),
       ]
     ),
     .testTarget(

@@ -32,6 +32,8 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
 
   /// How long a lease lasts without renewal.
   public let leaseDuration: Duration
+  /// Four saves in flight at once: their round trips to the server overlap.
+  public var concurrentSaves: Int { 4 }
   private let client: PostgresClient
   private let table: String
   private let logger: Logger

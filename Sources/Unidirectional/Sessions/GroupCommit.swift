@@ -24,7 +24,8 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
     var inFlight: [Key: InFlight] = [:]
     /// The newest version saved per key, while the key is live.
     var saved: [Key: UInt64] = [:]
-    var isFlushing = false
+    /// Saves in flight (at most `maximumFlushes`), each with its own batch.
+    var flushes = 0
     /// Tests waiting for this many states to be queued behind the save in flight.
     var queuedWaiters: [(Int, CheckedContinuation<Void, Never>)] = []
 
@@ -51,6 +52,11 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
   /// Told when a save was refused for a stale token: the key's lease is someone else's.
   private let ownershipLost: @Sendable (Key, UInt64, String?) -> Void
   private let queue = LockedBox(Queue())
+  /// How many saves may be in flight at once (``SessionStorage/concurrentSaves``).
+  ///
+  /// NB: a key is in at most one of them: two saves of one key in flight could commit out of
+  /// order, an older state over a newer one.
+  private let maximumFlushes: Int
 
   init(
     storage: any SessionStorage<Key, State>,
@@ -60,6 +66,7 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
     self.storage = storage
     self.owner = owner
     self.ownershipLost = ownershipLost
+    self.maximumFlushes = max(1, storage.concurrentSaves)
   }
 
   /// Returns once `state` (version `version` of `key`), or a newer one, is saved.
@@ -89,8 +96,10 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
           )
         }
         let ready = queue.takeReadyQueuedWaiters()
-        guard !queue.isFlushing else { return .wait(ready) }
-        queue.isFlushing = true
+        guard queue.flushes < self.maximumFlushes, queue.inFlight[key] == nil else {
+          return .wait(ready)
+        }
+        queue.flushes += 1
         return .flush(ready)
       }
       switch next {
@@ -121,20 +130,20 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
     self.queue.withLock { _ = $0.saved.removeValue(forKey: key) }
   }
 
-  /// Saves batches until nothing waits.
+  /// Saves batches until nothing it may take waits.
   private func flush() async {
     while true {
       let batch = self.queue.withLock { queue -> [(Key, Pending)]? in
-        guard !queue.pending.isEmpty else {
-          queue.isFlushing = false
+        let batch = queue.pending.filter { queue.inFlight[$0.key] == nil }
+        guard !batch.isEmpty else {
+          queue.flushes -= 1
           return nil
         }
-        let batch = Array(queue.pending)
-        queue.pending = [:]
         for (key, pending) in batch {
+          queue.pending.removeValue(forKey: key)
           queue.inFlight[key] = InFlight(version: pending.version, waiters: pending.waiters)
         }
-        return batch
+        return Array(batch)
       }
       guard let batch else { return }
       let writes = batch.map { SessionWrite(key: $0.0, state: $0.1.state, token: $0.1.token) }

@@ -24,6 +24,11 @@ public protocol SessionStorage<Key, State>: Sendable {
   /// How long a lease lasts without renewal. Registries renew every third of it.
   var leaseDuration: Duration { get }
 
+  /// How many saves a registry may have in flight at once, each with its own batch (a key is in
+  /// one at most). By default 1: every state that waits while a save is in flight goes into the
+  /// next one. A network database overlaps round trips with a few more.
+  var concurrentSaves: Int { get }
+
   /// Takes `key`'s lease for `owner` and loads its stored state.
   ///
   /// - Returns: The lease's fencing token and the stored state (`nil` for a key never saved), or
@@ -48,6 +53,11 @@ public protocol SessionStorage<Key, State>: Sendable {
 
   /// Gives up `owner`'s leases, so another owner may take the keys at once.
   func release(_ leases: [SessionLease<Key>], owner: String) async throws
+}
+
+extension SessionStorage {
+  /// One save in flight at a time.
+  public var concurrentSaves: Int { 1 }
 }
 
 /// The outcome of ``SessionStorage/acquire(_:owner:)``.

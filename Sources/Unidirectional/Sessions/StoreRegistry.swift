@@ -150,9 +150,8 @@ where R.State: Sendable {
   ///   { Cart.State(customer: $0) } reducer: { Cart() }
   /// ```
   ///
-  /// The parameters are those of
-  /// ``init(storage:owner:idleTimeout:capacity:passivationGracePeriod:clock:observer:initialState:reducer:withDependencies:)-(_,_,_,_,_,_,(any StoreObserver<State, Action>)?,_,_,_)``,
-  /// but for `observer`, which makes the observer of each key's store.
+  /// The parameters are those of the initializer that takes one observer for every store, but
+  /// for `observer`, which makes the observer of each key's store.
   public convenience init<O: StoreObserver<State, Action>>(
     storage: (any SessionStorage<Key, State>)? = nil,
     owner: String? = nil,

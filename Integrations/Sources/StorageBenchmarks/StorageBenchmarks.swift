@@ -1,0 +1,284 @@
+import Foundation
+import GRDB
+import PostgresNIO
+import Synchronization
+import Unidirectional
+import UnidirectionalPostgres
+import UnidirectionalSQLite
+
+/// A session whose every action changes its state (the bytes a save writes).
+struct Counter: Reducer {
+  struct State: Codable, Sendable {
+    var key: String
+    var count = 0
+  }
+  enum Action: Sendable { case increment }
+
+  func reduce(into state: inout State, action: Action) -> Effect<Action> {
+    state.count += 1
+    return .none
+  }
+}
+
+struct Figures {
+  var perSecond: Double
+  var p50: Double
+  var p99: Double
+}
+
+func milliseconds(_ duration: Duration) -> Double {
+  Double(duration.components.seconds) * 1e3 + Double(duration.components.attoseconds) / 1e15
+}
+
+/// `senders` tasks each sending to random keys for `seconds`; every send waits for its ack.
+@concurrent
+func drive(
+  senders: Int,
+  keys: Int,
+  seconds: Int,
+  _ send: @escaping @Sendable (String) async throws -> Void
+) async -> Figures {
+  let clock = ContinuousClock()
+  let start = clock.now
+  let deadline = start + .seconds(seconds)
+  let latencies = await withTaskGroup(of: [Double].self) { group in
+    for _ in 0..<senders {
+      group.addTask {
+        var latencies: [Double] = []
+        while clock.now < deadline {
+          let key = "k\(Int.random(in: 0..<keys))"
+          let begin = clock.now
+          do { try await send(key) } catch { continue }
+          latencies.append(milliseconds(begin.duration(to: clock.now)))
+        }
+        return latencies
+      }
+    }
+    var all: [Double] = []
+    for await part in group { all += part }
+    return all.sorted()
+  }
+  let elapsed = milliseconds(start.duration(to: clock.now)) / 1e3
+  guard !latencies.isEmpty else { return Figures(perSecond: 0, p50: .nan, p99: .nan) }
+  return Figures(
+    perSecond: Double(latencies.count) / elapsed,
+    p50: latencies[latencies.count / 2],
+    p99: latencies[latencies.count * 99 / 100]
+  )
+}
+
+/// The floor: the same rows written by the driver alone, in batches of `batch` per transaction
+/// (as a group commit with that many waiting sends would), in a loop.
+@concurrent
+func floorLoop(
+  seconds: Int,
+  batch: Int,
+  _ write: @escaping @Sendable ([String]) async throws -> Void
+)
+  async -> Double
+{
+  let clock = ContinuousClock()
+  let start = clock.now
+  let deadline = start + .seconds(seconds)
+  var rows = 0
+  while clock.now < deadline {
+    let keys = (0..<batch).map { _ in "k\(Int.random(in: 0..<1_000))" }
+    do {
+      try await write(keys)
+      rows += batch
+    } catch {
+      print("floor write failed: \(error)")
+      return 0
+    }
+  }
+  return Double(rows) / (milliseconds(start.duration(to: clock.now)) / 1e3)
+}
+
+/// Activation latency: passivate each key, then time the send that brings it back.
+func activations(
+  _ registry: StoreRegistry<String, Counter>,
+  count: Int
+) async throws -> (Double, Double) {
+  var latencies: [Double] = []
+  let clock = ContinuousClock()
+  for index in 0..<count {
+    let key = "k\(index)"
+    try await registry.passivate(key)
+    let begin = clock.now
+    try await registry.send(.increment, to: key)
+    latencies.append(milliseconds(begin.duration(to: clock.now)))
+  }
+  latencies.sort()
+  return (latencies[latencies.count / 2], latencies[latencies.count * 99 / 100])
+}
+
+nonisolated(unsafe) var misses: [String] = []  // Safety: written and read by `main` only, in order.
+
+func row(
+  _ name: String,
+  _ value: String,
+  floor: String,
+  ratio: String,
+  target: String,
+  missed: Bool
+) {
+  let padded = name.padding(toLength: 52, withPad: " ", startingAt: 0)
+  print(
+    "\(padded) \(value.padding(toLength: 14, withPad: " ", startingAt: 0)) \(floor.padding(toLength: 12, withPad: " ", startingAt: 0)) \(ratio.padding(toLength: 7, withPad: " ", startingAt: 0)) \(target)\(missed ? "  MISS" : "")"
+  )
+  if missed { misses.append(name) }
+}
+
+func report(
+  _ backend: String,
+  _ figures: Figures,
+  floor: Double,
+  minimum: Double,
+  activation: (Double, Double),
+  activationTarget: Double
+) {
+  let ratio = figures.perSecond / floor
+  row(
+    "\(backend): acknowledged sends/s (1,000 keys, 64 senders)",
+    String(format: "%.0f", figures.perSecond),
+    floor: String(format: "%.0f", floor),
+    ratio: String(format: "%.2fx", ratio),
+    target: "≥\(Int(minimum))/s and ≥0.7x  the driver writing the same rows in batches of 64",
+    missed: figures.perSecond < minimum || ratio < 0.7
+  )
+  row(
+    "\(backend): acknowledgement p50 / p99 ms",
+    String(format: "%.2f / %.2f", figures.p50, figures.p99),
+    floor: "",
+    ratio: "",
+    target: "p99 ≤10 ms",
+    missed: figures.p99 > 10
+  )
+  row(
+    "\(backend): activation of a passivated key p50 / p99 ms",
+    String(format: "%.2f / %.2f", activation.0, activation.1),
+    floor: "",
+    ratio: "",
+    target: "p99 ≤\(activationTarget) ms",
+    missed: activation.1 > activationTarget
+  )
+}
+
+func makeRegistry(
+  _ storage: any SessionStorage<String, Counter.State>
+) -> StoreRegistry<String, Counter> {
+  StoreRegistry(storage: storage, owner: "bench") {
+    Counter.State(key: $0)
+  } reducer: {
+    Counter()
+  }
+}
+
+@main
+enum StorageBenchmarks {
+  static func main() async throws {
+    let seconds = Int(ProcessInfo.processInfo.environment["BENCH_SECONDS"] ?? "") ?? 5
+    print(
+      "storage benchmarks: \(seconds) s per case, release build expected; floors measured in the same run"
+    )
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+      "storage-bench-\(UUID())"
+    )
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+
+    // SQLite.
+    let path = directory.appendingPathComponent("bench.sqlite").path
+    let sqlite = try await SQLiteSessionStorage<String, Counter.State>(path: path, table: "bench")
+    let registry = makeRegistry(sqlite)
+    let figures = await drive(senders: 64, keys: 1_000, seconds: seconds) { key in
+      try await registry.send(.increment, to: key)
+    }
+    let activation = try await activations(registry, count: 1_000)
+    await registry.shutdown(gracePeriod: .seconds(1))
+    let pool = try DatabasePool(path: directory.appendingPathComponent("floor.sqlite").path)
+    try await pool.writeWithoutTransaction { db in
+      try db.execute(sql: "PRAGMA synchronous = FULL")
+      try db.execute(sql: "CREATE TABLE bench (key TEXT PRIMARY KEY, state BLOB)")
+    }
+    let encoder = JSONEncoder()
+    let floor = await floorLoop(seconds: seconds, batch: 64) { keys in
+      let rows = try keys.map { ($0, try encoder.encode(Counter.State(key: $0, count: 1))) }
+      try await pool.write { db in
+        let statement = try db.cachedStatement(
+          sql:
+            "INSERT INTO bench (key, state) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET state = excluded.state"
+        )
+        for (key, data) in rows { try statement.execute(arguments: [key, data]) }
+      }
+    }
+    report(
+      "SQLite",
+      figures,
+      floor: floor,
+      minimum: 50_000,
+      activation: activation,
+      activationTarget: 1
+    )
+
+    // Postgres, when a database is given.
+    if let text = ProcessInfo.processInfo.environment["POSTGRES_URL"], let url = URL(string: text) {
+      let client = PostgresClient(
+        configuration: .init(
+          host: url.host ?? "127.0.0.1",
+          port: url.port ?? 5432,
+          username: url.user ?? "postgres",
+          password: nil,
+          database: String(url.path.dropFirst()),
+          tls: .disable
+        )
+      )
+      let run = Task { await client.run() }
+      let table = "bench_\(UInt32.random(in: 0...UInt32.max))"
+      let postgres = try await PostgresSessionStorage<String, Counter.State>(
+        client: client,
+        table: table
+      )
+      let registry = makeRegistry(postgres)
+      let figures = await drive(senders: 64, keys: 1_000, seconds: seconds) { key in
+        try await registry.send(.increment, to: key)
+      }
+      let activation = try await activations(registry, count: 1_000)
+      await registry.shutdown(gracePeriod: .seconds(1))
+      try await client.query(
+        "CREATE TABLE \(unescaped: table)_floor (key text PRIMARY KEY, state bytea)"
+      )
+      let floor = await floorLoop(seconds: seconds, batch: 64) { keys in
+        let unique = Array(Set(keys))
+        let states = try unique.map {
+          ByteBuffer(data: try encoder.encode(Counter.State(key: $0, count: 1)))
+        }
+        try await client.query(
+          """
+          INSERT INTO \(unescaped: table)_floor (key, state)
+          SELECT * FROM UNNEST(\(unique)::text[], \(states)::bytea[])
+          ON CONFLICT (key) DO UPDATE SET state = excluded.state
+          """
+        )
+      }
+      try await client.query("DROP TABLE \(unescaped: table)")
+      try await client.query("DROP TABLE \(unescaped: table)_floor")
+      run.cancel()
+      report(
+        "Postgres",
+        figures,
+        floor: floor,
+        minimum: 20_000,
+        activation: activation,
+        activationTarget: 5
+      )
+    } else {
+      print(
+        "Postgres: skipped (POSTGRES_URL is not set; `eval \"$(.ci/postgres start)\"` starts one)"
+      )
+    }
+    print(
+      misses.isEmpty ? "misses: none" : "misses: \(misses.count): \(misses.joined(separator: "; "))"
+    )
+  }
+}
