@@ -25,9 +25,11 @@ import Darwin
 /// calls back into the same box deadlocks, so bodies never call out (no continuation is resumed
 /// and no task is cancelled while it is held).
 // Safety: `value` is touched only under `mutex` (see the paragraph above).
+@usableFromInline
 package final class LockedBox<Value: Sendable>: @unchecked Sendable {
   private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-  @exclusivity(unchecked) private var value: Value
+  // Safety: as for the class: touched only under `mutex` (``withLockInlined(_:)`` locks it).
+  @usableFromInline @exclusivity(unchecked) var value: Value
 
   package init(_ value: Value) {
     self.value = value
@@ -48,5 +50,22 @@ package final class LockedBox<Value: Sendable>: @unchecked Sendable {
     pthread_mutex_lock(self.mutex)
     defer { pthread_mutex_unlock(self.mutex) }
     return try body(&self.value)
+  }
+
+  /// ``withLock(_:)`` for `@inlinable` code (specialized in the caller's module; the lock and
+  /// unlock are calls).
+  @inlinable
+  func withLockInlined<R>(_ body: (inout Value) -> R) -> R {
+    self.lock()
+    defer { self.unlock() }
+    return body(&self.value)
+  }
+
+  @usableFromInline func lock() {
+    pthread_mutex_lock(self.mutex)
+  }
+
+  @usableFromInline func unlock() {
+    pthread_mutex_unlock(self.mutex)
   }
 }

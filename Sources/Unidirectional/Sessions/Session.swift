@@ -3,7 +3,7 @@ import Synchronization
 /// What every reduce of a session's store records, without a lock: when it last reduced an action
 /// (its idle period), how recently among all sessions (least-recently-used order), and how many
 /// actions it has reduced (the version a save carries).
-final class SessionActivity: Sendable {
+@usableFromInline final class SessionActivity: Sendable {
   private let lastActiveNanoseconds: Atomic<Int64>
   private let stamp = Atomic<UInt64>(0)
   private let count = Atomic<UInt64>(0)
@@ -16,7 +16,7 @@ final class SessionActivity: Sendable {
   }
 
   /// The store is about to reduce an action.
-  func touch() {
+  @usableFromInline func touch() {
     self.lastActiveNanoseconds.store(self.clock.host.nowOffset.nanoseconds, ordering: .relaxed)
     self.stamp.store(self.clock.nextStamp(), ordering: .relaxed)
     self.count.add(1, ordering: .relaxed)
@@ -69,10 +69,18 @@ final class IdleTimer: TimerEntry, @unchecked Sendable {
 }
 
 /// The reducer of a registry's store: the feature's, recording each action's activity first.
+@usableFromInline
 struct SessionReducer<Base: Reducer>: Reducer where Base.State: Sendable {
-  let base: Base
-  let activity: SessionActivity
+  @usableFromInline let base: Base
+  @usableFromInline let activity: SessionActivity
 
+  @inlinable
+  init(base: Base, activity: SessionActivity) {
+    self.base = base
+    self.activity = activity
+  }
+
+  @inlinable
   func reduce(into state: inout Base.State, action: Base.Action) -> Effect<Base.Action> {
     self.activity.touch()
     return self.base.reduce(into: &state, action: action)

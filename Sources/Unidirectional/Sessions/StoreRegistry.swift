@@ -40,7 +40,7 @@ where R.State: Sendable {
 
   /// The name this registry holds leases under.
   public let owner: String
-  private let storage: (any SessionStorage<Key, State>)?
+  @usableFromInline let storage: (any SessionStorage<Key, State>)?
   private let idleTimeout: Duration?
   private let capacity: Int
   /// How long a passivating store's unmarked effects may run on (also the grace period a
@@ -49,17 +49,19 @@ where R.State: Sendable {
   private let clock: any Clock<Duration>
   private let sessionClock: SessionClock
   private let makeObserver: @Sendable (Key) -> (any StoreObserver<State, Action>)?
-  private let initialState: @Sendable (Key) -> State
-  private let makeReducer: @Sendable () -> R
+  /// Makes a key's store from its state (stored, or `nil` for the initial one): formed in the
+  /// module that creates the registry, so the store's per-action path is specialized for its
+  /// reducer.
+  private let makeStore: MakeStore
   private let dependencies: DependencyValues
-  private let guarded = LockedBox(Guarded())
+  @usableFromInline let guarded = LockedBox(Guarded())
   private let commits: GroupCommit<Key, State>?
 
   /// A key's session, from activation until its store has shut down (and, with storage, its
   /// state is saved and its lease released).
   // Safety: `phase`, `token`, `waiters` and `ownershipWasLost` are read and written only under
   // the registry's lock; the rest is immutable.
-  private final class Entry: @unchecked Sendable {
+  @usableFromInline final class Entry: @unchecked Sendable {
     enum Phase {
       /// Loading its state (with storage) and making its store.
       case activating
@@ -77,20 +79,25 @@ where R.State: Sendable {
     var idleTimer: IdleTimer?
     /// Sends waiting for activation or passivation to end.
     var waiters: [UnsafeContinuation<Void, Never>] = []
+    /// Sends reduced whose save has not ended, and a passivation waiting for them.
+    var savesInProgress = 0
+    /// Mutation-testing switch: the entry ignores its stored state.
+    var startsFromStaleState = false
+    var drainWaiters: [UnsafeContinuation<Void, Never>] = []
 
     init(key: Key, clock: SessionClock) {
       self.key = key
       self.activity = SessionActivity(clock: clock)
     }
 
-    var liveStore: Store<State, Action>? {
+    @usableFromInline var liveStore: Store<State, Action>? {
       if case .live(let store) = self.phase { return store }
       return nil
     }
   }
 
-  private struct Guarded: Sendable {
-    var entries: [Key: Entry] = [:]
+  @usableFromInline struct Guarded: Sendable {
+    @usableFromInline var entries: [Key: Entry] = [:]
     var liveCount = 0
     var isShutDown = false
     var renewal: Task<Void, Never>?
@@ -116,6 +123,7 @@ where R.State: Sendable {
   ///   - initialState: The state of a key that has none stored.
   ///   - reducer: Makes the feature's reducer.
   ///   - prepareDependencies: Overrides dependencies for every store the registry makes.
+  @inlinable
   public convenience init(
     storage: (any SessionStorage<Key, State>)? = nil,
     owner: String? = nil,
@@ -136,8 +144,7 @@ where R.State: Sendable {
       passivationGracePeriod: passivationGracePeriod,
       clock: clock,
       makeObserver: { _ in observer },
-      initialState: initialState,
-      reducer: reducer,
+      makeStore: Self.storeMaker(initialState: initialState, reducer: reducer),
       withDependencies: prepareDependencies
     )
   }
@@ -152,6 +159,7 @@ where R.State: Sendable {
   ///
   /// The parameters are those of the initializer that takes one observer for every store, but
   /// for `observer`, which makes the observer of each key's store.
+  @inlinable
   public convenience init<O: StoreObserver<State, Action>>(
     storage: (any SessionStorage<Key, State>)? = nil,
     owner: String? = nil,
@@ -172,13 +180,41 @@ where R.State: Sendable {
       passivationGracePeriod: passivationGracePeriod,
       clock: clock,
       makeObserver: { observer($0) },
-      initialState: initialState,
-      reducer: reducer,
+      makeStore: Self.storeMaker(initialState: initialState, reducer: reducer),
       withDependencies: prepareDependencies
     )
   }
 
-  private init(
+  /// Makes a key's store: `(key, stored state, activity, dependencies, observer)`.
+  @usableFromInline typealias MakeStore =
+    @Sendable (
+      Key, State?, SessionActivity, DependencyValues, (any StoreObserver<State, Action>)?
+    ) -> Store<State, Action>
+
+  /// The store maker, formed (specialized) in the module that creates the registry.
+  @inlinable
+  static func storeMaker(
+    initialState: @escaping @Sendable (Key) -> State,
+    reducer: @escaping @Sendable () -> R
+  ) -> MakeStore {
+    { key, stored, activity, dependencies, observer in
+      let (state, base) = DependencyValues.withValues(dependencies) {
+        (stored ?? initialState(key), reducer())
+      }
+      return Store(
+        root: RootCore.make(
+          initialState: state,
+          reducer: SessionReducer(base: base, activity: activity),
+          configuration: StoreConfiguration(dependencies: dependencies),
+          observer: nil,
+          storeObserver: observer
+        )
+      )
+    }
+  }
+
+  @usableFromInline
+  init(
     storage: (any SessionStorage<Key, State>)?,
     owner: String?,
     idleTimeout: Duration?,
@@ -186,8 +222,7 @@ where R.State: Sendable {
     passivationGracePeriod: Duration,
     clock: any Clock<Duration>,
     makeObserver: @escaping @Sendable (Key) -> (any StoreObserver<State, Action>)?,
-    initialState: @escaping @Sendable (Key) -> State,
-    reducer: @escaping @Sendable () -> R,
+    makeStore: @escaping MakeStore,
     withDependencies prepareDependencies: (@Sendable (inout DependencyValues) -> Void)?
   ) {
     if let capacity {
@@ -218,8 +253,7 @@ where R.State: Sendable {
     self.clock = clock
     self.sessionClock = SessionClock(host: timerHost(for: clock) ?? makeTimerService(clock))
     self.makeObserver = makeObserver
-    self.initialState = initialState
-    self.makeReducer = reducer
+    self.makeStore = makeStore
     var dependencies = DependencyValues._inherited()
     prepareDependencies?(&dependencies)
     self.dependencies = dependencies
@@ -260,9 +294,16 @@ where R.State: Sendable {
   ///   - key: The session's key.
   /// - Returns: The lifetime of the effects the action started.
   /// - Throws: ``SessionError``.
-  @discardableResult
+  @inlinable @discardableResult
   public func send(_ action: Action, to key: Key) async throws -> StoreTask {
-    try await self.deliver(action, to: key, reading: { _ in () }).task
+    // NB: the common case, specialized in the caller's module: a live key, no storage to wait for.
+    if self.storage == nil,
+      let store = self.guarded.withLockInlined({ $0.entries[key]?.liveStore }),
+      let task = await store.trySend(action)
+    {
+      return task
+    }
+    return try await self.deliver(action, to: key, reading: { _ in () }).task
   }
 
   /// Sends an action to `key`'s store and reads its state right after the action (and the `.send`
@@ -282,7 +323,8 @@ where R.State: Sendable {
     try await self.deliver(action, to: key, reading: read).value
   }
 
-  private func deliver<Value: Sendable>(
+  @usableFromInline
+  func deliver<Value: Sendable>(
     _ action: Action,
     to key: Key,
     reading read: @escaping @Sendable (State) -> Value
@@ -296,19 +338,52 @@ where R.State: Sendable {
         continue
       }
       let activity = entry.activity
+      // NB: counted until its state is saved: a passivation waits for it before its final save
+      // and the lease's release (else this save would come after, with a released token).
+      self.guarded.withLock { _ in entry.savesInProgress += 1 }
       guard
         let sent = await store.trySend(
           action,
           reading: { state in (read(state), state, activity.version) }
         )
       else {
+        self.saveEnded(entry)
         self.storeClosedUnderneath(entry, store)
         continue
       }
       let token = self.guarded.withLock { _ in entry.token }
       let (value, state, version) = sent.value
-      try await commits.commit(key, state: state, version: version, token: token)
+      do {
+        try await commits.commit(key, state: state, version: version, token: token)
+      } catch {
+        self.saveEnded(entry)
+        throw error
+      }
+      self.saveEnded(entry)
       return (sent.task, value)
+    }
+  }
+
+  /// A send's save ended (or its action was refused); the last one lets a passivation go on.
+  private func saveEnded(_ entry: Entry) {
+    let waiters = self.guarded.withLock { _ -> [UnsafeContinuation<Void, Never>] in
+      entry.savesInProgress -= 1
+      guard entry.savesInProgress == 0 else { return [] }
+      defer { entry.drainWaiters = [] }
+      return entry.drainWaiters
+    }
+    for waiter in waiters { waiter.resume() }
+  }
+
+  /// Waits until no send of `entry` is between its reduce and its save.
+  private func waitForSaves(of entry: Entry) async {
+    await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
+      let waiting = self.guarded.withLock { _ -> Bool in
+        guard entry.savesInProgress > 0 else { return false }
+        entry.drainWaiters.append(continuation)
+        return true
+      }
+      if !waiting { continuation.resume() }
     }
   }
 
@@ -354,7 +429,10 @@ where R.State: Sendable {
         if let entry = guarded.entries[key] {
           if case .live = entry.phase { return .live(entry) }
           if case .passivating = entry.phase, guarded.breaksActivation {
+            // The mutation: activate a second store at once, from the state stored before the
+            // first one's final save (and so without what it reduced since its last save).
             let replacement = Entry(key: key, clock: self.sessionClock)
+            replacement.startsFromStaleState = true
             guarded.entries[key] = replacement
             return .activate(replacement)
           }
@@ -419,7 +497,14 @@ where R.State: Sendable {
         )
       }
     }
-    let store = self.makeStore(key: key, state: state, activity: entry.activity)
+    let stale = self.guarded.withLock { _ in entry.startsFromStaleState }
+    let store = self.makeStore(
+      key,
+      stale ? nil : state,
+      entry.activity,
+      self.dependencies,
+      self.makeObserver(key)
+    )
     let (waiters, victims, shutDown) = self.guarded.withLock {
       guarded -> ([UnsafeContinuation<Void, Never>], [Entry], Bool) in
       let waiters = entry.waiters
@@ -466,19 +551,6 @@ where R.State: Sendable {
       return entry.waiters
     }
     for waiter in waiters { waiter.resume() }
-  }
-
-  private func makeStore(key: Key, state: State?, activity: SessionActivity) -> Store<State, Action>
-  {
-    let (initial, reducer) = DependencyValues.withValues(self.dependencies) {
-      (state ?? self.initialState(key), self.makeReducer())
-    }
-    return Store(
-      initialState: initial,
-      reducer: SessionReducer(base: reducer, activity: activity),
-      configuration: StoreConfiguration(dependencies: self.dependencies),
-      storeObserver: self.makeObserver(key)
-    )
   }
 
   /// The live entry that reduced an action least recently.
@@ -589,6 +661,7 @@ where R.State: Sendable {
         clock: self.clock
       )
       if let storage = self.storage, let commits = self.commits {
+        await self.waitForSaves(of: entry)
         let state = await store.state
         do {
           try await commits.commit(

@@ -286,6 +286,7 @@ public actor Store<State: Sendable, Action: Sendable> {
   ///   - line: The line of that source location.
   ///   - column: The column of that source location.
   /// - Returns: The lifetime of the effects the action started, or `nil` if it was rejected.
+  @inlinable
   @discardableResult
   public func trySend(
     _ action: Action,
@@ -295,7 +296,9 @@ public actor Store<State: Sendable, Action: Sendable> {
     column: UInt = #column
   ) -> StoreTask? {
     let location = SourceLocation(fileID: fileID, filePath: filePath, line: line, column: column)
-    return self.core.trySend(action, location: location)
+    guard let root = self.root else { return self.core.trySend(action, location: location) }
+    guard !root.isClosed else { return nil }
+    return root.sendAction(root, action, location)
   }
 
   /// Cancels every effect, waits until all of them have ended, and rejects later actions.
