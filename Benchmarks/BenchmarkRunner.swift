@@ -29,11 +29,13 @@ struct BenchmarkRunner {
       case "--stores":
         storeCounts = (arguments.popFirst() ?? "").split(separator: ",").compactMap { Int($0) }
       case "--ticks": ticks = arguments.popFirst().flatMap { Int($0) } ?? ticks
+      case "--sessions":
+        armedSessions = arguments.popFirst().flatMap { Int($0) } ?? armedSessions
       default:
         print(
           """
           usage: Benchmarks [--filter text] [--samples n]
-                 Benchmarks --scale [--stores 10000,100000] [--ticks n]
+                 Benchmarks --scale [--stores 10000,100000] [--ticks n] [--sessions 1000000]
                  Benchmarks --memory
           """
         )

@@ -100,7 +100,16 @@ func scaleFigures(storeCounts: [Int], ticks: Int) async {
     await timerFigures(count: count, ticks: ticks)
   }
   await sendThroughput(stores: 1_000, sends: 2_000_000)
+  await armedSessionFigures(sessions: armedSessions)
+  let misses = benchmarkMisses.value
+  print(
+    misses.isEmpty ? "misses: none" : "misses: \(misses.count): \(misses.joined(separator: "; "))"
+  )
 }
+
+/// How many armed sessions `--scale` measures (`--sessions n`; 1,000,000 by default).
+// Safety: set once by `main`, before any task reads it.
+nonisolated(unsafe) var armedSessions = 1_000_000
 
 private func percentile(_ sorted: [Int32], _ fraction: Double) -> Double {
   guard !sorted.isEmpty else { return .nan }
@@ -356,4 +365,82 @@ func memoryBreakdown(count: Int) async {
     )
     for store in stores { await store.shutdown() }
   }
+}
+
+// MARK: - Wave 3: armed sessions and a second of timers
+
+/// A store whose action arms a one-shot timer: an idle timeout, or a tick due at an instant.
+struct ArmedSession: Reducer {
+  typealias State = Int
+  enum Action: Sendable {
+    case arm(Duration)
+    case fired(due: ContinuousClock.Instant)
+  }
+  let log: LatenessLog?
+
+  func reduce(into state: inout Int, action: Action) -> Effect<Action> {
+    switch action {
+    case .arm(let delay):
+      return .send(.fired(due: .now + delay), after: delay, clock: ContinuousClock())
+        .cancelledOnShutdown()
+    case .fired(let due):
+      state += 1
+      self.log?.record(due.duration(to: .now), stripe: state)
+      return .none
+    }
+  }
+}
+
+/// The resident memory of the process, from `/proc/self/statm`.
+func residentBytes() -> Int {
+  guard let file = fopen("/proc/self/statm", "r") else { return 0 }
+  defer { fclose(file) }
+  var buffer = [CChar](repeating: 0, count: 128)
+  guard fgets(&buffer, Int32(buffer.count), file) != nil else { return 0 }
+  let bytes = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+  let fields = String(decoding: bytes, as: UTF8.self).split(separator: " ")
+  guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }
+  return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+}
+
+/// `sessions` stores, each with an armed 300 s idle timer: the process's resident memory; then
+/// 100,000 timers (one per store) due at random instants within one second: their lateness.
+func armedSessionFigures(sessions: Int) async {
+  let before = residentBytes()
+  var stores: [StoreOf<ArmedSession>] = []
+  stores.reserveCapacity(sessions)
+  for _ in 0..<sessions {
+    let store = Store(initialState: 0) { ArmedSession(log: nil) }
+    await store.send(.arm(.seconds(300)))
+    stores.append(store)
+  }
+  let resident = residentBytes() - before
+  let gib = Double(resident) / Double(1 << 30)
+  printFigure(
+    "\(grouped(sessions)) stores each with an armed idle timer",
+    Harness.format(gib, digits: 2) + " GiB",
+    target: "≤1.5 GiB resident (at 1,000,000)",
+    missed: sessions >= 1_000_000 && gib > 1.5
+  )
+  for store in stores { await store.shutdown() }
+  stores.removeAll()
+
+  let log = LatenessLog()
+  let count = 100_000
+  var due: [StoreOf<ArmedSession>] = []
+  due.reserveCapacity(count)
+  for _ in 0..<count { due.append(Store(initialState: 0) { ArmedSession(log: log) }) }
+  for store in due {
+    await store.send(.arm(.nanoseconds(Int64.random(in: 0..<1_000_000_000))))
+  }
+  await waitUntil { log.count >= count }
+  let sorted = log.sorted()
+  printFigure(
+    "100,000 timers due within 1 s: lateness p50 / p99 ms",
+    Harness.format(percentile(sorted, 0.5), digits: 2) + " / "
+      + Harness.format(percentile(sorted, 0.99), digits: 2),
+    target: "p99 ≤20 ms",
+    missed: percentile(sorted, 0.99) > 20
+  )
+  for store in due { await store.shutdown() }
 }

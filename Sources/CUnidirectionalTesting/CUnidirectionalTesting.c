@@ -33,13 +33,17 @@ static SWIFT_CC void enqueue_hook(void *job, enqueue_global_original original) {
 }
 
 static void install(void) {
-  capture_job = pending_capture;
+  capture_job = __atomic_load_n(&pending_capture, __ATOMIC_ACQUIRE);
   previous_hook = swift_task_enqueueGlobal_hook;
   swift_task_enqueueGlobal_hook = enqueue_hook;
 }
 
 void cunidirectionaltesting_install_enqueue_hook(cunidirectionaltesting_capture capture) {
-  pending_capture = capture;
+  // NB: atomic: test executors are made on many threads at once, each passing the same function
+  // (a plain store raced, as ThreadSanitizer reported); `install` runs once and reads it.
+  cunidirectionaltesting_capture expected = NULL;
+  __atomic_compare_exchange_n(&pending_capture, &expected, capture, 0, __ATOMIC_ACQ_REL,
+                              __ATOMIC_ACQUIRE);
   pthread_once(&install_once, install);
 }
 
