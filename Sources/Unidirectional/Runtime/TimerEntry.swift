@@ -79,8 +79,8 @@ protocol TimerHost: AnyObject, Sendable {
 }
 
 /// A ``TimerEntry`` of one store: the action it sends, and the way to its store.
+// Safety: as for `TimerEntry`; the fields added here are immutable.
 final class TimerUnit<Action: Sendable>: TimerEntry, @unchecked Sendable {
-  // Safety: as for `TimerEntry`; these are immutable.
   private let action: Action
   private let delivery: EffectDelivery<Action>
   private let supervisor: EffectSupervisor
