@@ -101,8 +101,8 @@ where R.State: Sendable {
     var liveCount = 0
     var isShutDown = false
     var renewal: Task<Void, Never>?
-    /// Mutation-testing switch: a send to a passivating key activates a second store at once
-    /// instead of waiting (loads a stale state, and two stores live for one key).
+    /// Mutation-testing switch: activation ignores the stored state, as an activation that raced
+    /// ahead of the previous store's final save would see an older one.
     var breaksActivation = false
   }
 
@@ -428,17 +428,10 @@ where R.State: Sendable {
         }
         if let entry = guarded.entries[key] {
           if case .live = entry.phase { return .live(entry) }
-          if case .passivating = entry.phase, guarded.breaksActivation {
-            // The mutation: activate a second store at once, from the state stored before the
-            // first one's final save (and so without what it reduced since its last save).
-            let replacement = Entry(key: key, clock: self.sessionClock)
-            replacement.startsFromStaleState = true
-            guarded.entries[key] = replacement
-            return .activate(replacement)
-          }
           return .wait(entry)
         }
         let entry = Entry(key: key, clock: self.sessionClock)
+        entry.startsFromStaleState = guarded.breaksActivation
         guarded.entries[key] = entry
         return .activate(entry)
       }
