@@ -76,7 +76,11 @@ struct ShutdownSession: Reducer {
 }
 
 /// A store on a manual executor whose `continuousClock` is a test clock.
-private struct SessionHarness {
+///
+/// A class, so that it ends what it started: the reducer holds the store (for the effects that
+/// shut it down), a cycle broken here, and effects parked on the manual executor are cancelled
+/// and drained.
+private final class SessionHarness: Sendable {
   let executor = ManualExecutor()
   let clock = TestClock()
   let box = LockIsolated<Store<ShutdownSession.State, ShutdownSession.Action>?>(nil)
@@ -96,6 +100,11 @@ private struct SessionHarness {
       storeObserver: observer
     )
     self.box.setValue(self.store)
+  }
+
+  deinit {
+    self.box.setValue(nil)
+    tearDown(self.store, on: self.executor)
   }
 
   func send(_ action: ShutdownSession.Action) async {
