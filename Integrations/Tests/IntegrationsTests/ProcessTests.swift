@@ -50,6 +50,11 @@ final class CartServerProcess: Sendable {
     self.port = port
   }
 
+  /// A test that failed half-way leaves no server behind.
+  deinit {
+    if self.process.isRunning { kill(self.process.processIdentifier, SIGKILL) }
+  }
+
   /// Sends `signal` and waits for the process to exit; returns its status.
   @discardableResult
   func stop(_ signal: Int32) async -> Int32 {
