@@ -64,7 +64,7 @@ private struct Oracle: Reducer {
 }
 
 /// A small, seedable generator (SplitMix64), so a failing run can be replayed with `SEED=`.
-private struct SplitMix64: RandomNumberGenerator {
+struct SplitMix64: RandomNumberGenerator {
   var state: UInt64
 
   mutating func next() -> UInt64 {

@@ -23,7 +23,7 @@ import Unidirectional
     try await withThrowingTaskGroup(of: Void.self) { group in
       for sender in 0..<Self.senders {
         group.addTask {
-          var random = SplitMix64Timer(state: seed &* 31 &+ UInt64(sender))
+          var random = SplitMix64(state: seed &* 31 &+ UInt64(sender))
           for sequence in 0..<sends {
             let key = "k\(Int.random(in: 0..<Self.keys, using: &random))"
             do {

@@ -56,7 +56,7 @@ private func runModel(
     reducer: Timers(clock: clock),
     configuration: configuration
   )
-  var random = SplitMix64Timer(state: seed)
+  var random = SplitMix64(state: seed)
   // The model: armed timers as (deadline, arming order, generation, id).
   var armed: [(deadline: Duration, order: Int, generation: Int, id: Int)] = []
   var expected: [Int] = []
@@ -122,7 +122,7 @@ private func runModel(
     await withTaskGroup(of: Void.self) { group in
       for driver in 0..<4 {
         group.addTask {
-          var random = SplitMix64Timer(state: seed &+ UInt64(driver) &* 7_919)
+          var random = SplitMix64(state: seed &+ UInt64(driver) &* 7_919)
           for step in 0..<(operations / 4) {
             let generation = driver * 1_000_000 + step
             let id = Int(random.next() % 8)

@@ -285,7 +285,7 @@ private struct Session: Reducer {
 
   @Test(arguments: [1, 2, 3, 4, 5] as [UInt64])
   func randomArmsAndRemovesMatchASortedModel(seed: UInt64) {
-    var random = SplitMix64Timer(state: seed)
+    var random = SplitMix64(state: seed)
     var queue = TimerQueue()
     var model: [(deadline: Int64, order: Int, entry: Entry)] = []
     var order = 0
@@ -313,18 +313,5 @@ private struct Session: Reducer {
       }
       #expect(queue.count == model.count)
     }
-  }
-}
-
-/// A small, seedable generator (SplitMix64).
-struct SplitMix64Timer: RandomNumberGenerator {
-  var state: UInt64
-
-  mutating func next() -> UInt64 {
-    self.state &+= 0x9E37_79B9_7F4A_7C15
-    var z = self.state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
   }
 }

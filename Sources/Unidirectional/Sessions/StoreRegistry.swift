@@ -81,8 +81,6 @@ where R.State: Sendable {
     var waiters: [UnsafeContinuation<Void, Never>] = []
     /// Sends reduced whose save has not ended, and a passivation waiting for them.
     var savesInProgress = 0
-    /// Mutation-testing switch: the entry ignores its stored state.
-    var startsFromStaleState = false
     var drainWaiters: [UnsafeContinuation<Void, Never>] = []
 
     init(key: Key, clock: SessionClock) {
@@ -431,7 +429,6 @@ where R.State: Sendable {
           return .wait(entry)
         }
         let entry = Entry(key: key, clock: self.sessionClock)
-        entry.startsFromStaleState = guarded.breaksActivation
         guarded.entries[key] = entry
         return .activate(entry)
       }
@@ -490,7 +487,7 @@ where R.State: Sendable {
         )
       }
     }
-    let stale = self.guarded.withLock { _ in entry.startsFromStaleState }
+    let stale = self.guarded.withLock { $0.breaksActivation }
     let store = self.makeStore(
       key,
       stale ? nil : state,
