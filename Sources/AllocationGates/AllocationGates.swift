@@ -3,6 +3,7 @@
 // Fails (exit 1) when a figure rises above its threshold, or falls far below it (then the
 // threshold is stale: lower it to the new figure).
 import CAllocationCounter
+import Synchronization
 import Unidirectional
 
 #if canImport(Glibc)
@@ -17,7 +18,16 @@ struct Feature: Reducer {
     case increment
     case silentEffect
     case burst(Int)
+    /// Arms a timer under the idle id, cancelling the one armed before (an idle timeout
+    /// restarted by a request).
+    case armIdle
+    /// Arms a timer that fires at once and counts its firing.
+    case cancelIdle
+    case armFiring
+    case fired
   }
+
+  enum TimerID: Hashable, Sendable { case idle }
 
   func reduce(into state: inout State, action: Action) -> Effect<Action> {
     switch action {
@@ -30,9 +40,36 @@ struct Feature: Reducer {
       return .run { send in
         for _ in 0..<count { await send(.increment) }
       }
+    case .armIdle:
+      return .send(.increment, after: .seconds(300), clock: ContinuousClock())
+        .cancellable(id: TimerID.idle, cancelInFlight: true)
+    case .cancelIdle:
+      return .cancel(id: TimerID.idle)
+    case .armFiring:
+      return .send(.fired, after: .milliseconds(500), clock: ContinuousClock())
+    case .fired:
+      let fired = firedTimers.add(1, ordering: .relaxed).newValue
+      let waiter = allTimersFired.withLock { waiter -> CheckedContinuation<Void, Never>? in
+        guard let (count, continuation) = waiter, fired == count else { return nil }
+        waiter = nil
+        return continuation
+      }
+      if let waiter {
+        firingEnd.store(allocations(), ordering: .relaxed)
+        waiter.resume()
+      }
+      return .none
     }
   }
 }
+
+/// Timers of `Feature.armFiring` that have fired.
+let firedTimers = Atomic(0)
+/// Resumed when this many timers have fired.
+let allTimersFired = Mutex<(Int, CheckedContinuation<Void, Never>)?>(nil)
+/// The allocation count once every timer was armed, and once the last one fired.
+let firingStart = Atomic<Int64>(0)
+let firingEnd = Atomic<Int64>(0)
 
 struct Gate {
   var name: String
@@ -41,6 +78,9 @@ struct Gate {
   /// Whether a figure far below the threshold means the threshold is stale (for per-operation
   /// counts; a leak bound has no floor).
   var rebaselines = true
+  /// The figure the design aims at, when the threshold (today's figure, guarding against
+  /// regressions) is above it.
+  var target: Double? = nil
 
   /// Passes within the threshold, and not below half of it (then it should be lowered).
   var passes: Bool {
@@ -51,9 +91,15 @@ struct Gate {
 
 /// Thresholds for the toolchain this was measured on; other versions re-baseline.
 #if compiler(>=6.3)
-let thresholds = (sendNone: 0.0, startEffect: 6.5, perEmittedAction: 1.0, cycleDrift: 5.0)
+let thresholds = (
+  sendNone: 0.0, startEffect: 6.5, perEmittedAction: 1.0, cycleDrift: 5.0,
+  armTimer: 3.0, rearmTimer: 3.0, fireTimer: 0.0
+)
 #else
-let thresholds = (sendNone: 0.0, startEffect: 14.0, perEmittedAction: 2.0, cycleDrift: 5.0)
+let thresholds = (
+  sendNone: 0.0, startEffect: 14.0, perEmittedAction: 2.0, cycleDrift: 5.0,
+  armTimer: 3.0, rearmTimer: 3.0, fireTimer: 0.0
+)
 #endif
 
 func allocations() -> Int64 { Int64(allocation_counter_allocations()) }
@@ -80,6 +126,45 @@ func measure(cycleCount: Int, rounds: Int) async -> [Gate] {
   start = allocations()
   await store.send(.burst(10_000)).finish()
   let perEmitted = Double(allocations() - start - emptyBurst) / 10_000
+
+  // Timers are records in their clock's timer queue: arming one on a store with no other
+  // effect, re-arming it in place of the one before (an idle timeout restarted by a request),
+  // and firing start no task.
+  let timerCount = 10_000
+  let timerStores = (0..<timerCount).map { _ in Store(initialState: Feature.State()) { Feature() } }
+  // NB: a store's first effect sets up its effect bookkeeping (once per store, not per timer).
+  for store in timerStores {
+    await store.send(.armIdle)
+    await store.send(.cancelIdle)
+  }
+  start = allocations()
+  for store in timerStores { await store.send(.armIdle) }
+  let armTimer = Double(allocations() - start) / Double(timerCount)
+  let rearmStore = timerStores[0]
+  for _ in 0..<1_000 { await rearmStore.send(.armIdle) }
+  start = allocations()
+  for _ in 0..<timerCount { await rearmStore.send(.armIdle) }
+  let rearmTimer = Double(allocations() - start) / Double(timerCount)
+  for store in timerStores { await store.shutdown() }
+
+  // Firing: arm a timer on each store due half a second later, then count from before the
+  // first fires until the last one's action has been reduced.
+  let firingStores = (0..<timerCount).map { _ in
+    Store(initialState: Feature.State()) { Feature() }
+  }
+  for store in firingStores { await store.send(.increment) }
+  await withCheckedContinuation { continuation in
+    allTimersFired.withLock { $0 = (timerCount, continuation) }
+    firedTimers.store(0, ordering: .relaxed)
+    Task {
+      for store in firingStores { await store.send(.armFiring) }
+      firingStart.store(allocations(), ordering: .relaxed)
+    }
+  }
+  let firingAllocations =
+    firingEnd.load(ordering: .relaxed) - firingStart.load(ordering: .relaxed)
+  let fireTimer = Double(firingAllocations) / Double(timerCount)
+  for store in firingStores { await store.shutdown() }
   await store.shutdown()
 
   func cycle() async {
@@ -139,6 +224,23 @@ func measure(cycleCount: Int, rounds: Int) async -> [Gate] {
       measured: perEmitted
     ),
     Gate(
+      name: "arming a timer on a store with no live effect",
+      threshold: thresholds.armTimer,
+      measured: armTimer,
+      target: 1
+    ),
+    Gate(
+      name: "re-arming a timer (cancelInFlight), per action",
+      threshold: thresholds.rearmTimer,
+      measured: rearmTimer,
+      target: 1
+    ),
+    Gate(
+      name: "a timer firing (beyond its action's own)",
+      threshold: thresholds.fireTimer,
+      measured: fireTimer
+    ),
+    Gate(
       name:
         "10,000 create-send-effect-shutdown cycles, net live blocks (least of \(rounds) rounds)",
       threshold: thresholds.cycleDrift,
@@ -171,7 +273,13 @@ struct AllocationGates {
       let verdict =
         gate.passes
         ? "ok" : (gate.measured > gate.threshold ? "FAIL (above)" : "FAIL (far below: re-baseline)")
-      print("\(gate.name): \(gate.measured) allocations (threshold \(gate.threshold)) \(verdict)")
+      let target = gate.target.map { target in
+        gate.measured <= target + 0.05 ? "; target ≤\(target): met" : "; target ≤\(target): MISS"
+      }
+      print(
+        "\(gate.name): \(gate.measured) allocations (threshold \(gate.threshold)\(target ?? "")) "
+          + verdict
+      )
       if !gate.passes { failed = true }
     }
     exit(failed ? 1 : 0)

@@ -75,6 +75,44 @@ private struct Session: Reducer {
     #expect(clock.sleeperCount == 0)
   }
 
+  /// `.cancellable(id:)` folds its identifier into the timer it wraps (no box of its own); the
+  /// timer value it was applied to stays uncancellable, and a second identifier wraps as usual.
+  @Test func oneTimerValueMadeCancellableTwiceKeepsEachIdentifierToItsOwnEffect() async {
+    struct Shared: Reducer {
+      enum ID: Hashable, Sendable { case a, b }
+      let clock: TestClock
+      func reduce(into state: inout [String], action: String) -> Effect<String> {
+        switch action {
+        case "arm":
+          let timer = Effect<String>.send("fired", after: .seconds(1), clock: self.clock)
+          return .merge(
+            timer,
+            timer.cancellable(id: ID.a),
+            timer.cancellable(id: ID.b),
+            timer.cancellable(id: ID.a).cancellable(id: ID.b)
+          )
+        case "cancel a":
+          return .cancel(id: ID.a)
+        case "fired":
+          state.append(action)
+          return .none
+        default:
+          return .none
+        }
+      }
+    }
+    let clock = TestClock()
+    let store = TestStore(initialState: [String]()) { Shared(clock: clock) }
+    await store.send("arm")
+    #expect(clock.sleeperCount == 4)
+    // `a` reaches the two timers made cancellable with it, not the plain one nor the one with `b`.
+    await store.send("cancel a")
+    #expect(clock.sleeperCount == 2)
+    await clock.advance(by: .seconds(1))
+    await store.receive("fired") { $0 = ["fired"] }
+    await store.receive("fired") { $0 = ["fired", "fired"] }
+  }
+
   @Test func aHeartbeatTicksAtEveryIntervalInOrderUntilCancelled() async {
     let clock = TestClock()
     let store = TestStore(initialState: Session.State()) { Session(clock: clock) }

@@ -22,10 +22,25 @@ extension Effect {
     id: ID,
     cancelInFlight: Bool = false
   ) -> Self {
-    if case .none = self.operation, !cancelInFlight {
+    // NB: a timer takes the identifier in place (no box of its own).
+    Self.cancellable(self, key: CancelKey(id), cancelInFlight: cancelInFlight)
+  }
+
+  /// `effect` registered under `key`.
+  @usableFromInline
+  static func cancellable(
+    _ effect: Self,
+    key: CancelKey,
+    cancelInFlight: Bool
+  ) -> Self {
+    switch effect.operation {
+    case .none where !cancelInFlight:
       return .none
+    case .timer(let timer, keyed: false) where timer.fold(key, cancelInFlight: cancelInFlight):
+      return Self(operation: .timer(timer, keyed: true))
+    default:
+      return Self(operation: .cancellable(key, cancelInFlight: cancelInFlight, effect))
     }
-    return Self(operation: .cancellable(CancelKey(id), cancelInFlight: cancelInFlight, self))
   }
 
   /// An effect that cancels the effects registered under `id`.

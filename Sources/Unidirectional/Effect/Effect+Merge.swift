@@ -113,8 +113,8 @@ extension Effect {
           }
         )
       )
-    case .timer(let timer):
-      return Effect<NewAction>(operation: .timer(timer.map(transform)))
+    case .timer(let timer, let keyed):
+      return Effect<NewAction>(operation: .timer(timer.map(transform, keyed: keyed), keyed: keyed))
     case .cancel(let keys):
       return Effect<NewAction>(operation: .cancel(keys))
     case .cancellable(let key, let cancelInFlight, let effect):

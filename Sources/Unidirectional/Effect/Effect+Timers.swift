@@ -1,3 +1,5 @@
+import Synchronization
+
 // MARK: - Timers
 
 extension Effect {
@@ -38,7 +40,8 @@ extension Effect {
   ) -> Self {
     Self(
       operation: .timer(
-        TimerOperation(action: action, delay: delay, interval: nil, clock: clock)
+        TimerOperation(action: action, delay: delay, interval: nil, clock: clock),
+        keyed: false
       )
     )
   }
@@ -102,23 +105,40 @@ extension Effect {
     }
     return Self(
       operation: .timer(
-        TimerOperation(action: action, delay: interval, interval: interval, clock: clock)
+        TimerOperation(action: action, delay: interval, interval: interval, clock: clock),
+        keyed: false
       )
     )
   }
 }
 
 /// What ``Effect/send(_:after:clock:)`` and ``Effect/send(_:every:clock:)`` ask for: the action,
-/// when, and on which clock's timer queue.
-@usableFromInline struct TimerOperation<Action: Sendable>: Sendable {
-  var action: Action
+/// when, on which clock's timer queue, and the cancellation identifier the timer was made
+/// cancellable with, if any.
+///
+/// A class, the effect's one allocation: the first `.cancellable(id:)` applied to it records its
+/// identifier here instead of wrapping the timer in a box of its own. The effect it returns says
+/// the identifier applies (``Effect/Operation/timer(_:keyed:)``); the effect it was applied to,
+/// which shares this instance, does not.
+// Safety: `cancelKey` and `cancelInFlight` are written once, by the one caller of `fold` that wins
+// `claimed`, before the effect that reads them (`keyed: true`) exists; everything else is
+// immutable.
+@usableFromInline final class TimerOperation<Action: Sendable>: @unchecked Sendable {
+  let action: Action
   /// The time until the first firing.
-  var delay: Duration
+  let delay: Duration
   /// The time between firings; `nil` for a one-shot timer.
-  var interval: Duration?
-  var clock: any Clock<Duration>
+  let interval: Duration?
+  let clock: any Clock<Duration>
   /// The timer queue of `clock`, or `nil` when the timer runs as a sleeping task.
-  var host: (any TimerHost)?
+  let host: (any TimerHost)?
+  /// Whether an identifier was folded in (``fold(_:cancelInFlight:into:)``).
+  private let claimed = Atomic(false)
+  /// The identifier of the innermost `.cancellable(id:cancelInFlight:)`, folded in; it applies
+  /// only to an effect made with `keyed: true`.
+  private(set) var cancelKey: CancelKey?
+  /// Whether that `.cancellable` cancels in-flight effects first.
+  private(set) var cancelInFlight = false
 
   init(action: Action, delay: Duration, interval: Duration?, clock: any Clock<Duration>) {
     self.action = action
@@ -128,29 +148,53 @@ extension Effect {
     self.host = timerHost(for: clock)
   }
 
-  /// The same timer, sending a transformed action.
-  func map<NewAction: Sendable>(_ transform: (Action) -> NewAction) -> TimerOperation<NewAction> {
-    TimerOperation<NewAction>(
-      action: transform(self.action),
-      delay: self.delay,
-      interval: self.interval,
-      clock: self.clock,
-      host: self.host
-    )
-  }
-
   private init(
     action: Action,
     delay: Duration,
     interval: Duration?,
     clock: any Clock<Duration>,
-    host: (any TimerHost)?
+    host: (any TimerHost)?,
+    cancelKey: CancelKey?,
+    cancelInFlight: Bool
   ) {
     self.action = action
     self.delay = delay
     self.interval = interval
     self.clock = clock
     self.host = host
+    self.cancelKey = cancelKey
+    self.cancelInFlight = cancelInFlight
+    self.claimed.store(cancelKey != nil, ordering: .relaxed)
+  }
+
+  /// The same timer, sending a transformed action; with its folded identifier when `keyed` (an
+  /// unkeyed effect must not read it: another thread may be folding one in).
+  func map<NewAction: Sendable>(
+    _ transform: (Action) -> NewAction,
+    keyed: Bool
+  ) -> TimerOperation<NewAction> {
+    TimerOperation<NewAction>(
+      action: transform(self.action),
+      delay: self.delay,
+      interval: self.interval,
+      clock: self.clock,
+      host: self.host,
+      cancelKey: keyed ? self.cancelKey : nil,
+      cancelInFlight: keyed && self.cancelInFlight
+    )
+  }
+}
+
+extension TimerOperation {
+  /// Records `key` as the timer's innermost identifier, if no identifier was folded in yet;
+  /// `false` otherwise (then the caller wraps the timer).
+  func fold(_ key: CancelKey, cancelInFlight: Bool) -> Bool {
+    guard
+      self.claimed.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged
+    else { return false }
+    self.cancelKey = key
+    self.cancelInFlight = cancelInFlight
+    return true
   }
 
   /// The timer as a task that sleeps on the clock: for clocks with no timer queue, and where a

@@ -37,9 +37,10 @@ public struct Effect<Action: Sendable>: Sendable {
     case run(RunOperation<Action>)
     /// An action sent after a delay, or at every interval: a record in a timer queue.
     ///
-    /// NB: `indirect`: inline, its clock and durations made every `Effect` (and so every
-    /// reduce, which returns one) ~70 B larger: a `send` returning `.none` went from 65 to 92 ns.
-    indirect case timer(TimerOperation<Action>)
+    /// NB: a class: inline, its clock and durations made every `Effect` (and so every reduce,
+    /// which returns one) ~70 B larger: a `send` returning `.none` went from 65 to 92 ns.
+    /// `keyed`: whether the identifier folded into it (by the first `.cancellable`) applies.
+    case timer(TimerOperation<Action>, keyed: Bool)
     /// Cancels the effects registered under these identifiers.
     case cancel([CancelKey])
     /// The inner effect, registered under an identifier.

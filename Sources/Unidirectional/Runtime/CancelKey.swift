@@ -133,3 +133,83 @@ func withCancelScope<R>(_ element: CancelKey, _ body: () -> R) -> R {
   values.cancelScope = CancelScope(element: element)
   return DependencyValues.withValues(values, body)
 }
+
+/// The cancellation identifiers of one unit of effect work: a small list that allocates nothing
+/// while it holds at most one (most effects have none or one; a `[key]` array and a `keys + [key]`
+/// concatenation were two allocations per re-armed timer).
+@usableFromInline struct CancelKeys: Sendable, Sequence, ExpressibleByArrayLiteral {
+  @usableFromInline enum Storage: Sendable {
+    case none
+    case one(CancelKey)
+    case many([CancelKey])
+  }
+
+  @usableFromInline var storage: Storage
+
+  @inlinable init() {
+    self.storage = .none
+  }
+
+  @inlinable init(_ key: CancelKey) {
+    self.storage = .one(key)
+  }
+
+  @usableFromInline init(_ keys: [CancelKey]) {
+    switch keys.count {
+    case 0: self.storage = .none
+    case 1: self.storage = .one(keys[0])
+    default: self.storage = .many(keys)
+    }
+  }
+
+  @usableFromInline init(arrayLiteral keys: CancelKey...) {
+    self.init(keys)
+  }
+
+  @usableFromInline var isEmpty: Bool {
+    if case .none = self.storage { return true }
+    return false
+  }
+
+  /// These identifiers and then `key`.
+  @usableFromInline func appending(_ key: CancelKey) -> CancelKeys {
+    switch self.storage {
+    case .none: CancelKeys(key)
+    case .one(let first): CancelKeys([first, key])
+    case .many(let keys): CancelKeys(keys + [key])
+    }
+  }
+
+  @usableFromInline func makeIterator() -> Iterator {
+    switch self.storage {
+    case .none: Iterator(state: .done)
+    case .one(let key): Iterator(state: .one(key))
+    case .many(let keys): Iterator(state: .many(keys.makeIterator()))
+    }
+  }
+
+  @usableFromInline struct Iterator: IteratorProtocol {
+    enum State {
+      case done
+      case one(CancelKey)
+      case many(IndexingIterator<[CancelKey]>)
+    }
+
+    var state: State
+
+    @usableFromInline mutating func next() -> CancelKey? {
+      switch self.state {
+      case .done:
+        return nil
+      case .one(let key):
+        self.state = .done
+        return key
+      case .many(var iterator):
+        self.state = .done
+        guard let key = iterator.next() else { return nil }
+        self.state = .many(iterator)
+        return key
+      }
+    }
+  }
+}

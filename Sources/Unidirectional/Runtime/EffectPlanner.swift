@@ -2,9 +2,9 @@
 /// (``EffectSupervisor/apply(_:jobs:)``).
 @usableFromInline enum PlanStep: Sendable {
   /// A unit of work, registered under its cancellation identifiers before anything runs.
-  case register(any EffectUnit, [CancelKey])
+  case register(any EffectUnit, CancelKeys)
   /// Cancels the units registered under these identifiers (so far, in this order).
-  case cancel([CancelKey])
+  case cancel(CancelKeys)
 }
 
 /// Turns the effect a reducer returned into registration steps, synchronous sends and jobs.
@@ -53,7 +53,7 @@ struct EffectPlanner<Action: Sendable> {
   @usableFromInline
   mutating func plan(
     _ effect: Effect<Action>,
-    keys: [CancelKey] = [],
+    keys: CancelKeys = CancelKeys(),
     delivery: EffectDelivery<Action>,
     supervisor: EffectSupervisor,
     action: Action? = nil,
@@ -80,7 +80,12 @@ struct EffectPlanner<Action: Sendable> {
       self.register(job, keys)
       self.jobs.append(job)
 
-    case .timer(let timer):
+    case .timer(let timer, let keyed):
+      var keys = keys
+      if keyed, let key = timer.cancelKey {
+        if timer.cancelInFlight { self.steps.append(.cancel(CancelKeys(key))) }
+        keys = keys.appending(key)
+      }
       guard let host = timer.host, !self.lowersTimers else {
         let job = RunJob(
           lifetime: self.joinedLifetime(),
@@ -103,15 +108,15 @@ struct EffectPlanner<Action: Sendable> {
       self.timers.append(unit)
 
     case .cancel(let cancelled):
-      self.steps.append(.cancel(cancelled))
+      self.steps.append(.cancel(CancelKeys(cancelled)))
 
     case .cancellable(let key, let cancelInFlight, let inner):
       if cancelInFlight {
-        self.steps.append(.cancel([key]))
+        self.steps.append(.cancel(CancelKeys(key)))
       }
       self.plan(
         inner,
-        keys: keys + [key],
+        keys: keys.appending(key),
         delivery: delivery,
         supervisor: supervisor,
         action: action,
@@ -185,7 +190,7 @@ struct EffectPlanner<Action: Sendable> {
   /// Registers every unit of `effect` for running later, in order, inside a job.
   private mutating func plan(
     _ effect: Effect<Action>,
-    keys: [CancelKey],
+    keys: CancelKeys,
     delivery: EffectDelivery<Action>,
     supervisor: EffectSupervisor,
     action: Action?
@@ -204,7 +209,12 @@ struct EffectPlanner<Action: Sendable> {
       )
       self.register(job, keys)
       return .run(job)
-    case .timer(let timer):
+    case .timer(let timer, let keyed):
+      var keys = keys
+      if keyed, let key = timer.cancelKey {
+        if timer.cancelInFlight { self.steps.append(.cancel(CancelKeys(key))) }
+        keys = keys.appending(key)
+      }
       // NB: inside an ordered step the timer waits for its turn: a task that sleeps.
       let job = RunJob(
         lifetime: self.joinedLifetime(),
@@ -218,11 +228,11 @@ struct EffectPlanner<Action: Sendable> {
       return .cancel(cancelled)
     case .cancellable(let key, let cancelInFlight, let inner):
       if cancelInFlight {
-        self.steps.append(.cancel([key]))
+        self.steps.append(.cancel(CancelKeys(key)))
       }
       return self.plan(
         inner,
-        keys: keys + [key],
+        keys: keys.appending(key),
         delivery: delivery,
         supervisor: supervisor,
         action: action
@@ -261,14 +271,14 @@ struct EffectPlanner<Action: Sendable> {
   }
 
   /// A new token unit, registered under `keys`.
-  private mutating func register(_ keys: [CancelKey]) -> EffectToken {
+  private mutating func register(_ keys: CancelKeys) -> EffectToken {
     let token = EffectToken(lifetime: self.joinedLifetime())
     self.register(token, keys)
     return token
   }
 
   /// Registers `unit` under `keys`; the first unit of a send stands for its lifetime.
-  private mutating func register(_ unit: any EffectUnit, _ keys: [CancelKey]) {
+  private mutating func register(_ unit: any EffectUnit, _ keys: CancelKeys) {
     if self.lifetime == nil {
       self.lifetime = unit
     }

@@ -44,7 +44,7 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   /// One unit of effect work that has not finished.
   struct EffectRecord {
     let unit: any EffectUnit
-    let keys: [CancelKey]
+    let keys: CancelKeys
     let lifetime: LifetimeID
     var phase: UnitPhase = .pending
     /// Cancellers between reading the slot and calling `cancel()` on it.
@@ -72,7 +72,7 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   ///
   /// A unit joining a cancelled lifetime, or a store that has shut down, is born cancelled and
   /// finished: its job will find nothing to run.
-  mutating func register(_ unit: any EffectUnit, keys: [CancelKey]) {
+  mutating func register(_ unit: any EffectUnit, keys: CancelKeys) {
     let lifetime = unit.lifetime
     if lifetime.isLifetimeCancelled || self.phase == .shutDown {
       unit.markCancelled()
@@ -250,6 +250,13 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   ///
   /// Unknown keys do nothing.
   mutating func cancel(_ keys: [CancelKey]) -> Cancellation {
+    self.cancel(CancelKeys(keys))
+  }
+
+  /// Cancels every unit registered under any of `keys`.
+  ///
+  /// Unknown keys do nothing.
+  mutating func cancel(_ keys: CancelKeys) -> Cancellation {
     var cancellation = Cancellation()
     for key in keys {
       self.debounces.removeValue(forKey: key)
@@ -620,16 +627,38 @@ enum EffectIDs: Sequence, Sendable {
     }
   }
 
-  func makeIterator() -> AnyIterator<EffectID> {
+  func makeIterator() -> Iterator {
     switch self {
-    case .none: return AnyIterator { nil }
-    case .one(let id):
-      var done = false
-      return AnyIterator {
-        defer { done = true }
-        return done ? nil : id
+    case .none: Iterator(state: .done)
+    case .one(let id): Iterator(state: .one(id))
+    case .many(let ids): Iterator(state: .many(ids.makeIterator()))
+    }
+  }
+
+  /// Iterates without allocating (an `AnyIterator` would box its state: three allocations per
+  /// re-armed timer).
+  struct Iterator: IteratorProtocol {
+    enum State {
+      case done
+      case one(EffectID)
+      case many(Set<EffectID>.Iterator)
+    }
+
+    var state: State
+
+    mutating func next() -> EffectID? {
+      switch self.state {
+      case .done:
+        return nil
+      case .one(let id):
+        self.state = .done
+        return id
+      case .many(var iterator):
+        self.state = .done
+        guard let id = iterator.next() else { return nil }
+        self.state = .many(iterator)
+        return id
       }
-    case .many(let ids): return AnyIterator(ids.makeIterator())
     }
   }
 }
