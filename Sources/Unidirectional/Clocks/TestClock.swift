@@ -261,7 +261,7 @@ public final class TestClock: Clock, Sendable {
 // MARK: - Timers
 
 extension TestClock: TimerHost {
-  var nowOffset: Duration {
+  @usableFromInline var nowOffset: Duration {
     self.now.offset
   }
 
@@ -269,7 +269,7 @@ extension TestClock: TimerHost {
   ///
   /// It wakes in deadline order with the sleeping tasks, ties in the order they slept or were
   /// armed. A deadline at or before ``now`` fires at the next advance.
-  func arm(_ entry: TimerEntry) {
+  @usableFromInline func arm(_ entry: TimerEntry) {
     self.timeline.withLock { timeline in
       guard !entry.isCancelled else { return }
       let sequence = timeline.nextSequence
@@ -281,7 +281,7 @@ extension TestClock: TimerHost {
     }
   }
 
-  func disarm(_ entry: TimerEntry) {
+  @usableFromInline func disarm(_ entry: TimerEntry) {
     self.timeline.withLock { timeline in
       let sequence = Int(entry.sequence)
       guard case .timer(let armed) = timeline.sleepers[sequence]?.wake, armed === entry else {

@@ -131,14 +131,14 @@ extension Effect {
   let interval: Duration?
   let clock: any Clock<Duration>
   /// The timer queue of `clock`, or `nil` when the timer runs as a sleeping task.
-  let host: (any TimerHost)?
+  @usableFromInline let host: (any TimerHost)?
   /// Whether an identifier was folded in (``fold(_:cancelInFlight:into:)``).
   private let claimed = Atomic(false)
   /// The identifier of the innermost `.cancellable(id:cancelInFlight:)`, folded in; it applies
   /// only to an effect made with `keyed: true`.
-  private(set) var cancelKey: CancelKey?
+  @usableFromInline private(set) var cancelKey: CancelKey?
   /// Whether that `.cancellable` cancels in-flight effects first.
-  private(set) var cancelInFlight = false
+  @usableFromInline private(set) var cancelInFlight = false
 
   init(action: Action, delay: Duration, interval: Duration?, clock: any Clock<Duration>) {
     self.action = action

@@ -42,7 +42,7 @@ import Synchronization
   let action: Action?
 
   /// A `.run` unit of `lifetime`, or the first unit of a new one.
-  init(
+  @usableFromInline init(
     lifetime: (any EffectUnit)?,
     operation: RunOperation<Action>,
     delivery: EffectDelivery<Action>,

@@ -22,7 +22,7 @@ struct EffectPlanner<Action: Sendable> {
   /// Timers to arm once registered.
   @usableFromInline var timers: [TimerEntry] = []
   /// Whether timers run as sleeping tasks (outside a store, where nothing arms them).
-  var lowersTimers = false
+  @usableFromInline var lowersTimers = false
   /// The lifetime new units join (its first unit): the sent action's (its first unit once there is
   /// one), or the lifetime of the effect that delivered the action being processed.
   @usableFromInline var lifetime: (any EffectUnit)?
@@ -50,7 +50,11 @@ struct EffectPlanner<Action: Sendable> {
 
   /// Plans `effect`: synchronous sends go to `enqueue` in order (with a token when they are
   /// cancellable), cancellations and registrations become steps, asynchronous work jobs.
-  @usableFromInline
+  ///
+  /// NB: inlinable, so it is specialized for the feature's `Action` in the store's specialized
+  /// code: unspecialized, a re-armed timer spent a sixth of its time looking up generic metadata.
+  /// The rarer cases stay behind ``planOrdered(_:keys:delivery:supervisor:action:enqueue:)``.
+  @inlinable
   mutating func plan(
     _ effect: Effect<Action>,
     keys: CancelKeys = CancelKeys(),
@@ -87,14 +91,7 @@ struct EffectPlanner<Action: Sendable> {
         keys = keys.appending(key)
       }
       guard let host = timer.host, !self.lowersTimers else {
-        let job = RunJob(
-          lifetime: self.joinedLifetime(),
-          operation: timer.asRun,
-          delivery: delivery,
-          action: action
-        )
-        self.register(job, keys)
-        self.jobs.append(job)
+        self.planSleepingTimer(timer, keys: keys, delivery: delivery, action: action)
         return
       }
       let unit = TimerUnit(
@@ -135,6 +132,47 @@ struct EffectPlanner<Action: Sendable> {
         )
       }
 
+    case .concatenate, .queued, .deferred:
+      self.planOrdered(
+        effect,
+        keys: keys,
+        delivery: delivery,
+        supervisor: supervisor,
+        action: action,
+        enqueue: enqueue
+      )
+    }
+  }
+
+  /// A timer that runs as a task sleeping on its clock (a clock with no timer queue).
+  @usableFromInline
+  mutating func planSleepingTimer(
+    _ timer: TimerOperation<Action>,
+    keys: CancelKeys,
+    delivery: EffectDelivery<Action>,
+    action: Action?
+  ) {
+    let job = RunJob(
+      lifetime: self.joinedLifetime(),
+      operation: timer.asRun,
+      delivery: delivery,
+      action: action
+    )
+    self.register(job, keys)
+    self.jobs.append(job)
+  }
+
+  /// Plans a concatenation, a queued effect or a deferred one.
+  @usableFromInline
+  mutating func planOrdered(
+    _ effect: Effect<Action>,
+    keys: CancelKeys,
+    delivery: EffectDelivery<Action>,
+    supervisor: EffectSupervisor,
+    action: Action?,
+    enqueue: (Action, EffectToken?) -> Void
+  ) {
+    switch effect.operation {
     case .concatenate(let effects):
       // Leading parts with no asynchronous work run now, in order; from the first asynchronous
       // part on, everything runs in order in one job.
@@ -178,6 +216,15 @@ struct EffectPlanner<Action: Sendable> {
       if !self.steps.isEmpty { supervisor.applySteps(&self.steps) }
       self.plan(
         make(supervisor),
+        keys: keys,
+        delivery: delivery,
+        supervisor: supervisor,
+        action: action,
+        enqueue: enqueue
+      )
+    default:
+      self.plan(
+        effect,
         keys: keys,
         delivery: delivery,
         supervisor: supervisor,
@@ -271,14 +318,14 @@ struct EffectPlanner<Action: Sendable> {
   }
 
   /// A new token unit, registered under `keys`.
-  private mutating func register(_ keys: CancelKeys) -> EffectToken {
+  @usableFromInline mutating func register(_ keys: CancelKeys) -> EffectToken {
     let token = EffectToken(lifetime: self.joinedLifetime())
     self.register(token, keys)
     return token
   }
 
   /// Registers `unit` under `keys`; the first unit of a send stands for its lifetime.
-  private mutating func register(_ unit: any EffectUnit, _ keys: CancelKeys) {
+  @usableFromInline mutating func register(_ unit: any EffectUnit, _ keys: CancelKeys) {
     if self.lifetime == nil {
       self.lifetime = unit
     }

@@ -72,7 +72,7 @@ extension EffectUnit {
   private let owner: (any EffectUnit)?
 
   /// A unit of `lifetime`, or the first unit of a new one.
-  init(lifetime: (any EffectUnit)?) {
+  @usableFromInline init(lifetime: (any EffectUnit)?) {
     self.owner = lifetime
   }
 

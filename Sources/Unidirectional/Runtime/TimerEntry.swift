@@ -6,7 +6,7 @@ import Synchronization
 /// A host keeps entries ordered by deadline, ties in the order they were armed, and fires each
 /// one when its clock reaches its deadline (``TimerEntry/fire(on:)``). Arming, re-arming and
 /// disarming never start a task.
-protocol TimerHost: AnyObject, Sendable {
+@usableFromInline protocol TimerHost: AnyObject, Sendable {
   /// The host clock's current time, as an offset on the host's own timeline.
   var nowOffset: Duration { get }
 
@@ -80,12 +80,12 @@ protocol TimerHost: AnyObject, Sendable {
 
 /// A ``TimerEntry`` of one store: the action it sends, and the way to its store.
 // Safety: as for `TimerEntry`; the fields added here are immutable.
-final class TimerUnit<Action: Sendable>: TimerEntry, @unchecked Sendable {
+@usableFromInline final class TimerUnit<Action: Sendable>: TimerEntry, @unchecked Sendable {
   private let action: Action
   private let delivery: EffectDelivery<Action>
   private let supervisor: EffectSupervisor
 
-  init(
+  @usableFromInline init(
     lifetime: (any EffectUnit)?,
     timer: TimerOperation<Action>,
     host: any TimerHost,

@@ -39,7 +39,7 @@ final class TimerService<C: Clock<Duration>>: TimerHost {
     self.origin = clock.now
   }
 
-  var nowOffset: Duration {
+  @usableFromInline var nowOffset: Duration {
     self.origin.duration(to: self.clock.now)
   }
 
@@ -48,7 +48,7 @@ final class TimerService<C: Clock<Duration>>: TimerHost {
     self.state.withLock { $0.queue.count }
   }
 
-  func arm(_ entry: TimerEntry) {
+  @usableFromInline func arm(_ entry: TimerEntry) {
     let generation = self.state.withLock { state -> UInt64? in
       // NB: a cancellation sets the flag before it disarms; checked under the lock, so either
       // this sees it or the disarm comes after the insert and removes it.
@@ -68,7 +68,7 @@ final class TimerService<C: Clock<Duration>>: TimerHost {
     if let generation { self.startDriver(generation) }
   }
 
-  func disarm(_ entry: TimerEntry) {
+  @usableFromInline func disarm(_ entry: TimerEntry) {
     self.state.withLock { _ = $0.queue.remove(entry) }
   }
 
