@@ -61,10 +61,12 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
   /// atomic's `load` is not specialized across modules and cost ~5% of a timer re-arm).
   @usableFromInline @exclusivity(unchecked) var effects: EffectSupervisor?
   @usableFromInline @exclusivity(unchecked) var delivery: EffectDelivery<Action>?
-  /// Whether ``isolation`` holds this core (from the first asynchronous effect on).
-  @usableFromInline @exclusivity(unchecked) var isReachableByEffects = false
   /// Created by the first `states` reader (most stores never have one: it saves memory).
   @usableFromInline @exclusivity(unchecked) var broadcaster: StateBroadcaster<State>?
+  // NB: the flags sit together: apart, each took a word of padding, and 8 bytes put an idle store
+  // one malloc size class up (16 B).
+  /// Whether ``isolation`` holds this core (from the first asynchronous effect on).
+  @usableFromInline @exclusivity(unchecked) var isReachableByEffects = false
   @usableFromInline @exclusivity(unchecked) var isClosed = false
   /// Set by ``shutdown()``: effects' actions are dropped too.
   @usableFromInline @exclusivity(unchecked) var hasShutDown = false
