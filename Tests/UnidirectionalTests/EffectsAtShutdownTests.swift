@@ -20,6 +20,10 @@ struct ShutdownSession: Reducer {
     case shutDownFromEffect(graceful: Bool)
     case shutDownReturned
     case fail
+    /// Sends `.touch` (which arms a marked timer) from an effect, `seconds` later.
+    case touchLater(seconds: Int)
+    /// A marked merge: a long watch and an idle timer.
+    case watch
   }
 
   struct SaveFailed: Error, CustomStringConvertible {
@@ -71,6 +75,17 @@ struct ShutdownSession: Reducer {
       return .none
     case .fail:
       return .run { _ in throw SaveFailed() }
+    case .touchLater(let seconds):
+      return .run { [clock] send in
+        try await clock.sleep(for: .seconds(seconds))
+        await send(.touch)
+      }
+    case .watch:
+      return .merge(
+        .run { [clock] _ in try await clock.sleep(for: .seconds(3_600)) },
+        .send(.idle, after: .seconds(300), clock: self.clock)
+      )
+      .cancelledOnShutdown()
     }
   }
 }
@@ -150,6 +165,29 @@ private final class SessionHarness: Sendable {
     #expect(harness.returned.value)
     #expect(harness.clock.sleeperCount == 0)
     #expect(await harness.state.log == ["touch"])
+  }
+
+  @Test func aMarkedEffectReturnedWhileDrainingNeverStarts() async {
+    let harness = SessionHarness()
+    await harness.send(.touchLater(seconds: 1))
+    harness.startShutdown(gracePeriod: .seconds(10))
+    #expect(!harness.returned.value)
+    // The effect's `.touch` is reduced during the drain: its marked timer is not armed.
+    await harness.clock.advance(by: .seconds(1))
+    #expect(harness.returned.value)
+    #expect(harness.clock.sleeperCount == 0)
+    #expect(await harness.state.log == ["touch"])
+  }
+
+  @Test func everyUnitOfAMarkedMergeIsCancelledWhenTheDrainBegins() async {
+    let harness = SessionHarness()
+    await harness.send(.watch)
+    #expect(harness.clock.sleeperCount == 2)
+    #expect(harness.store.liveEffectCount == 2)
+    harness.startShutdown(gracePeriod: .seconds(10))
+    #expect(harness.returned.value)
+    #expect(harness.clock.sleeperCount == 0)
+    #expect(harness.store.liveEffectCount == 0)
   }
 
   @Test func aPlainShutdownStillCancelsMarkedEffects() async {

@@ -88,9 +88,8 @@ extension Effect {
   /// - Returns: The same effect, cancelled when a graceful shutdown begins.
   public func cancelledOnShutdown() -> Self {
     if case .none = self.operation { return .none }
-    let marked = Self(
-      operation: .cancellable(CancelKey.cancelledOnShutdown, cancelInFlight: false, self)
-    )
-    return Self(operation: .deferred { supervisor in supervisor.isDraining ? .none : marked })
+    // NB: a mark on the units, not a cancellation identifier: an identifier cost a second
+    // registry entry per unit (a dictionary per store) and a deferred closure per effect.
+    return Self(operation: .cancelledOnShutdown(self))
   }
 }

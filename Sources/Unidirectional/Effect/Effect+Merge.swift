@@ -127,6 +127,8 @@ extension Effect {
       return Effect<NewAction>(operation: .concatenate(effects.map { $0.map(transform) }))
     case .queued(let key, let effect):
       return Effect<NewAction>(operation: .queued(key, effect.map(transform)))
+    case .cancelledOnShutdown(let effect):
+      return Effect<NewAction>(operation: .cancelledOnShutdown(effect.map(transform)))
     case .deferred(let make):
       return Effect<NewAction>(operation: .deferred { make($0).map(transform) })
     }

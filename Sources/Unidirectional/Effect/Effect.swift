@@ -51,6 +51,9 @@ public struct Effect<Action: Sendable>: Sendable {
     case concatenate([Effect])
     /// The inner effect, run after the effects queued before it under the same identifier.
     indirect case queued(CancelKey, Effect)
+    /// The inner effect, cancelled as soon as a graceful shutdown begins (and not started once it
+    /// has): its units carry ``UnitFlags/cancelledOnShutdown``.
+    indirect case cancelledOnShutdown(Effect)
     /// An effect decided when the store registers it, from per-store state (throttling).
     case deferred(@Sendable (EffectSupervisor) -> Effect)
   }

@@ -33,14 +33,6 @@
     hasher.combine(self.scope)
   }
 
-  /// The key every effect marked ``Effect/cancelledOnShutdown()`` is registered under (a private
-  /// type, so no user identifier can equal it).
-  static let cancelledOnShutdown = CancelKey(CancelledOnShutdown(), scope: nil)
-
-  private struct CancelledOnShutdown: Hashable, Sendable, CustomStringConvertible {
-    var description: String { "cancelledOnShutdown" }
-  }
-
   /// The identifier as the user wrote it, for diagnostics.
   @usableFromInline var description: String {
     self.value.description

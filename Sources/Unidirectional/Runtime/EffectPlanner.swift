@@ -23,6 +23,9 @@ struct EffectPlanner<Action: Sendable> {
   @usableFromInline var timers: [TimerEntry] = []
   /// Whether timers run as sleeping tasks (outside a store, where nothing arms them).
   @usableFromInline var lowersTimers = false
+  /// How many ``Effect/cancelledOnShutdown()`` marks enclose the effect being planned: units
+  /// registered meanwhile carry ``UnitFlags/cancelledOnShutdown``.
+  @usableFromInline var shutdownMarks = 0
   /// The lifetime new units join (its first unit): the sent action's (its first unit once there is
   /// one), or the lifetime of the effect that delivered the action being processed.
   @usableFromInline var lifetime: (any EffectUnit)?
@@ -131,6 +134,20 @@ struct EffectPlanner<Action: Sendable> {
           enqueue: enqueue
         )
       }
+
+    case .cancelledOnShutdown(let inner):
+      // NB: the store's executor begins draining too, so this cannot race it.
+      guard !supervisor.hasBegunDraining else { return }
+      self.shutdownMarks += 1
+      self.plan(
+        inner,
+        keys: keys,
+        delivery: delivery,
+        supervisor: supervisor,
+        action: action,
+        enqueue: enqueue
+      )
+      self.shutdownMarks -= 1
 
     case .concatenate, .queued, .deferred:
       self.planOrdered(
@@ -305,6 +322,17 @@ struct EffectPlanner<Action: Sendable> {
         )
       else { return nil }
       return .queued(supervisor.enqueue(on: key), plan)
+    case .cancelledOnShutdown(let inner):
+      guard !supervisor.hasBegunDraining else { return nil }
+      self.shutdownMarks += 1
+      defer { self.shutdownMarks -= 1 }
+      return self.plan(
+        inner,
+        keys: keys,
+        delivery: delivery,
+        supervisor: supervisor,
+        action: action
+      )
     case .deferred(let make):
       if !self.steps.isEmpty { supervisor.applySteps(&self.steps) }
       return self.plan(
@@ -326,6 +354,7 @@ struct EffectPlanner<Action: Sendable> {
 
   /// Registers `unit` under `keys`; the first unit of a send stands for its lifetime.
   @usableFromInline mutating func register(_ unit: any EffectUnit, _ keys: CancelKeys) {
+    if self.shutdownMarks > 0 { unit.insertFlags(UnitFlags.cancelledOnShutdown) }
     if self.lifetime == nil {
       self.lifetime = unit
     }
@@ -343,7 +372,7 @@ extension Effect {
       // NB: a queued effect waits for its turn even when it only sends (never `.none`, which
       // `queued(id:)` returns as is).
       return true
-    case .cancellable(_, _, let inner):
+    case .cancellable(_, _, let inner), .cancelledOnShutdown(let inner):
       return inner.hasAsynchronousWork
     case .merge(let effects), .concatenate(let effects):
       return effects.contains { $0.hasAsynchronousWork }

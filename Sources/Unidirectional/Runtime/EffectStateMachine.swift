@@ -271,6 +271,16 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     return cancellation
   }
 
+  /// Cancels every unit marked ``UnitFlags/cancelledOnShutdown`` (a graceful shutdown began).
+  mutating func cancelMarkedForShutdown() -> Cancellation {
+    var cancellation = Cancellation()
+    let marked = self.effects.keys.filter { id in
+      (self.effects[id]?.unit.loadFlags() ?? 0) & UnitFlags.cancelledOnShutdown != 0
+    }
+    for id in marked { self.cancel(id, into: &cancellation) }
+    return cancellation
+  }
+
   /// Cancels every unit of a lifetime, and makes units that join it later born cancelled.
   mutating func cancel(lifetime: any EffectUnit) -> Cancellation {
     lifetime.markLifetimeCancelled()

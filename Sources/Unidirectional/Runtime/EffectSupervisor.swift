@@ -27,6 +27,8 @@ import Synchronization
   }
 
   private let guarded = LockedBox(Guarded())
+  /// Set when a graceful shutdown begins (``beginDraining()``), read by the planner lock-free.
+  private let draining = Atomic(false)
   /// A test executor, a custom reporter or an observer; `nil` for a plain store's effects (the
   /// supervisor is then ~80 B smaller).
   private let extras: Extras?
@@ -319,13 +321,23 @@ import Synchronization
   /// Starts a graceful shutdown: cancels the effects marked `cancelledOnShutdown()`, and makes
   /// later marked effects start cancelled (``Effect/cancelledOnShutdown()``).
   func beginDraining() {
-    self.guarded.withLock { $0.isDraining = true }
-    self.cancel([CancelKey.cancelledOnShutdown])
+    self.draining.store(true, ordering: .releasing)
+    self.perform(
+      self.guarded.withLock { guarded in
+        guarded.isDraining = true
+        return guarded.machine.cancelMarkedForShutdown()
+      }
+    )
   }
 
   /// Whether a graceful shutdown has begun.
   var isDraining: Bool {
     self.guarded.withLock { $0.isDraining }
+  }
+
+  /// ``isDraining`` without the lock, for the planner.
+  @usableFromInline var hasBegunDraining: Bool {
+    self.draining.load(ordering: .acquiring)
   }
 
   /// Cancels every unit, leaving the store open.

@@ -63,6 +63,9 @@ extension EffectUnit {
   static let lifetimeCancelled: UInt8 = 4
   /// The unit is a ``TimerEntry`` (set at its creation): cancelling it disarms it.
   static let timer: UInt8 = 8
+  /// The unit belongs to an effect marked ``Effect/cancelledOnShutdown()``: a graceful shutdown
+  /// cancels it at once.
+  @usableFromInline static let cancelledOnShutdown: UInt8 = 16
 }
 
 /// A unit that is not a job of its own: a step of a plan, a cancellable `.send`, or a
