@@ -194,7 +194,10 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
       return StoreTask()
     }
     self.process(action, origin: .send)
-    if self.planner.isEmpty { return StoreTask() }
+    if self.planner.isEmpty {
+      if self.planner.holdsScratch { self.planner.returnScratch() }
+      return StoreTask()
+    }
     self.submitPlanned()
     guard let lifetime = self.planner.lifetime else { return StoreTask() }
     self.planner.lifetime = nil
@@ -218,7 +221,11 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
     guard !self.hasShutDown else { return }
     self.planner.source = token
     self.process(action, origin: .effect)
-    if !self.planner.isEmpty { self.submitPlanned() }
+    if !self.planner.isEmpty {
+      self.submitPlanned()
+    } else if self.planner.holdsScratch {
+      self.planner.returnScratch()
+    }
     self.planner.source = nil
     if self.planner.lifetime != nil { self.planner.lifetime = nil }
   }
@@ -332,6 +339,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
   func plan(_ effect: Effect<Action>, for reduced: Action) {
     let supervisor = self.effects ?? self.makeSupervisor()
     guard let delivery = self.delivery else { preconditionFailure("No delivery after setup.") }
+    if !self.planner.holdsScratch { self.planner.borrowScratch() }
     self.planner.plan(effect, delivery: delivery, supervisor: supervisor, action: reduced) {
       action,
       token in
@@ -350,6 +358,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
   /// one lock for the whole action.
   @usableFromInline
   func submitPlanned() {
+    defer { if self.planner.holdsScratch { self.planner.returnScratch() } }
     guard let supervisor = self.effects else { return }
     if !(self.planner.jobs.isEmpty && self.planner.timers.isEmpty) && !self.isReachableByEffects {
       // From now on effects may deliver: the isolation holds this core until the root task,

@@ -1,0 +1,30 @@
+import Testing
+
+@testable import Unidirectional
+
+/// The planner's arrays are lent per thread: a nested use on the same thread gets arrays of its
+/// own, and whichever returns first refills the thread's slot.
+@Suite struct PlanScratchTests {
+  @Test func aNestedBorrowOnTheSameThreadGetsItsOwnArraysAndNothingIsShared() {
+    var outer = EffectPlanner<Int>()
+    var inner = EffectPlanner<Int>()
+    outer.borrowScratch()
+    outer.steps.append(.cancel(CancelKeys(CancelKey("outer", scope: nil))))
+    // While `outer` holds the thread's arrays, `inner` borrows empty ones of its own.
+    inner.borrowScratch()
+    #expect(inner.steps.isEmpty)
+    inner.steps.append(.cancel(CancelKeys(CancelKey("inner", scope: nil))))
+    #expect(outer.steps.count == 1)
+    inner.steps.removeAll(keepingCapacity: true)
+    inner.returnScratch()
+    #expect(!inner.holdsScratch)
+    #expect(inner.steps.capacity == 0)
+    // The thread's slot now holds `inner`'s arrays; `outer`'s are dropped when it returns.
+    outer.steps.removeAll(keepingCapacity: true)
+    outer.returnScratch()
+    #expect(!outer.holdsScratch)
+    #expect(outer.steps.capacity == 0)
+    #expect(PlanScratch.current.steps.isEmpty)
+    #expect(PlanScratch.current.steps.capacity > 0)
+  }
+}
