@@ -29,14 +29,6 @@ struct EffectPlanner<Action: Sendable> {
   @usableFromInline var jobs: [any EffectJob] = []
   /// Timers to arm once registered.
   @usableFromInline var timers: [TimerEntry] = []
-  /// Whether timers run as sleeping tasks (outside a store, where nothing arms them).
-  @usableFromInline var lowersTimers = false
-  /// How many ``Effect/cancelledOnShutdown()`` marks enclose the effect being planned: units
-  /// registered meanwhile carry ``UnitFlags/cancelledOnShutdown``.
-  @usableFromInline var shutdownMarks = 0
-  /// Whether the arrays are the thread's ``PlanScratch`` (between ``borrowScratch()`` and
-  /// ``returnScratch()``).
-  @usableFromInline var holdsScratch = false
   /// The lifetime new units join (its first unit): the sent action's (its first unit once there is
   /// one), or the lifetime of the effect that delivered the action being processed.
   @usableFromInline var lifetime: (any EffectUnit)?
@@ -46,6 +38,15 @@ struct EffectPlanner<Action: Sendable> {
   /// Unowned: the delivering effect is suspended in the delivery, holding the unit, for as long as
   /// this is set.
   @usableFromInline unowned(unsafe) var source: (any EffectUnit)?
+  // NB: the small fields last, together: each word of padding is part of every store's core.
+  /// Whether timers run as sleeping tasks (outside a store, where nothing arms them).
+  @usableFromInline var lowersTimers = false
+  /// Whether a ``Effect/cancelledOnShutdown()`` mark encloses the effect being planned: units
+  /// registered meanwhile carry ``UnitFlags/cancelledOnShutdown``.
+  @usableFromInline var isMarkingForShutdown = false
+  /// Whether the arrays are the thread's ``PlanScratch`` (between ``borrowScratch()`` and
+  /// ``returnScratch()``).
+  @usableFromInline var holdsScratch = false
 
   /// The lifetime new units join, found when the first one does.
   @usableFromInline mutating func joinedLifetime() -> (any EffectUnit)? {
@@ -149,7 +150,8 @@ struct EffectPlanner<Action: Sendable> {
     case .cancelledOnShutdown(let inner):
       // NB: the store's executor begins draining too, so this cannot race it.
       guard !supervisor.hasBegunDraining else { return }
-      self.shutdownMarks += 1
+      let wasMarking = self.isMarkingForShutdown
+      self.isMarkingForShutdown = true
       self.plan(
         inner,
         keys: keys,
@@ -158,7 +160,7 @@ struct EffectPlanner<Action: Sendable> {
         action: action,
         enqueue: enqueue
       )
-      self.shutdownMarks -= 1
+      self.isMarkingForShutdown = wasMarking
 
     case .concatenate, .queued, .deferred:
       self.planOrdered(
@@ -335,8 +337,9 @@ struct EffectPlanner<Action: Sendable> {
       return .queued(supervisor.enqueue(on: key), plan)
     case .cancelledOnShutdown(let inner):
       guard !supervisor.hasBegunDraining else { return nil }
-      self.shutdownMarks += 1
-      defer { self.shutdownMarks -= 1 }
+      let wasMarking = self.isMarkingForShutdown
+      self.isMarkingForShutdown = true
+      defer { self.isMarkingForShutdown = wasMarking }
       return self.plan(
         inner,
         keys: keys,
@@ -365,7 +368,7 @@ struct EffectPlanner<Action: Sendable> {
 
   /// Registers `unit` under `keys`; the first unit of a send stands for its lifetime.
   @usableFromInline mutating func register(_ unit: any EffectUnit, _ keys: CancelKeys) {
-    if self.shutdownMarks > 0 { unit.insertFlags(UnitFlags.cancelledOnShutdown) }
+    if self.isMarkingForShutdown { unit.insertFlags(UnitFlags.cancelledOnShutdown) }
     if self.lifetime == nil {
       self.lifetime = unit
     }
