@@ -295,6 +295,39 @@ private final class SessionHarness: Sendable {
     #expect(await store.trySend(.add(1), reading: { $0.total }) == nil)
   }
 
+  @Test func finishAwaitedFromItsOwnEffectReportsAndReturnsInsteadOfHanging() async {
+    struct AwaitsItself: Reducer {
+      let ownTask: AsyncStream<StoreTask>
+      func reduce(into state: inout [String], action: String) -> Effect<String> {
+        switch action {
+        case "start":
+          return .run { [ownTask] send in
+            for await task in ownTask {
+              await task.finish()
+              await send("returned")
+              return
+            }
+          }
+        default:
+          state.append(action)
+          return .none
+        }
+      }
+    }
+    let (log, issues) = await collectingIssues {
+      let (stream, continuation) = AsyncStream.makeStream(of: StoreTask.self)
+      let store = Store(initialState: [String]()) { AwaitsItself(ownTask: stream) }
+      let task = await store.send("start")
+      continuation.yield(task)
+      // From outside, `finish()` waits for the effect, which did not wait for itself.
+      await task.finish()
+      return await store.state
+    }
+    #expect(log == ["returned"])
+    #expect(issues.count == 1)
+    #expect(issues.first?.message.contains("'StoreTask.finish()' was awaited from inside") == true)
+  }
+
   @Test func sendReadingAfterShutdownReportsAndReadsTheUnchangedState() async {
     let (total, issues) = await collectingIssues {
       let store = Store(initialState: ShutdownSession.State()) {

@@ -538,6 +538,15 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     return nil
   }
 
+  /// Whether a unit of `lifetime` is running in a task `matches` recognizes.
+  func lifetime(_ lifetime: any EffectUnit, hasUnitRunningWhere matches: (Slot) -> Bool) -> Bool {
+    guard let record = self.lifetimes[LifetimeID(lifetime)] else { return false }
+    for id in record.effects {
+      if case .running(let slot)? = self.effects[id]?.phase, matches(slot) { return true }
+    }
+    return false
+  }
+
   /// The unit registered as `id`, if it has not finished.
   func unit(_ id: EffectID) -> (any EffectUnit)? {
     self.effects[id]?.unit

@@ -368,6 +368,18 @@ import Synchronization
 
   // MARK: - Waiting
 
+  /// Whether the calling task runs one of `lifetime`'s units: waiting for the lifetime there would
+  /// wait for itself.
+  func isRunningUnit(of lifetime: any EffectUnit) -> Bool {
+    guard self.isCurrentEffect else { return false }
+    return withUnsafeCurrentTask { task in
+      guard let task else { return false }
+      return self.guarded.withLock {
+        $0.machine.lifetime(lifetime, hasUnitRunningWhere: { $0.isRunning(task) })
+      }
+    }
+  }
+
   /// Suspends until every unit of `lifetime` has finished.
   func wait(for lifetime: any EffectUnit) async {
     if self.isFinished(lifetime) { return }

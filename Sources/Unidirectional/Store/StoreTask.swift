@@ -34,8 +34,37 @@ public struct StoreTask: Hashable, Sendable {
   ///
   /// Cancelling the task that is waiting cancels the effects, and `finish()` then returns once
   /// they have ended.
-  public func finish() async {
+  ///
+  /// Awaited from inside one of the effects it covers, it would wait for itself forever: it
+  /// reports an issue naming the mistake and returns at once.
+  ///
+  /// - Parameters:
+  ///   - fileID: The file ID of the location issues are reported at (the caller's).
+  ///   - filePath: The file path of that source location.
+  ///   - line: The line of that source location.
+  ///   - column: The column of that source location.
+  public func finish(
+    fileID: StaticString = #fileID,
+    filePath: StaticString = #filePath,
+    line: UInt = #line,
+    column: UInt = #column
+  ) async {
     guard let lifetime = self.lifetime, let supervisor = self.supervisor else { return }
+    if supervisor.isRunningUnit(of: lifetime) {
+      reportIssue(
+        """
+        'StoreTask.finish()' was awaited from inside one of the effects it waits for.
+
+        The effect would wait for itself to end and never return, so 'finish()' returned at \
+        once. Await the task from outside its effects, or cancel it ('cancel()') instead.
+        """,
+        fileID: "\(fileID)",
+        filePath: "\(filePath)",
+        line: Int(line),
+        column: Int(column)
+      )
+      return
+    }
     await withTaskCancellationHandler {
       await supervisor.wait(for: lifetime)
     } onCancel: {
