@@ -30,24 +30,28 @@ import Synchronization
 // under the host's lock, or by the one task that popped the entry from the queue (while it is not
 // queued, nothing else touches them). Everything else is immutable or atomic.
 @usableFromInline class TimerEntry: EffectUnit, @unchecked Sendable {
-  private let flags = Atomic<UInt8>(UnitFlags.timer)
   private let owner: (any EffectUnit)?
   /// The host that queues the entry.
   let host: any TimerHost
-  /// The interval between firings of a repeating timer; `nil` for a one-shot timer.
-  let interval: Duration?
+  /// The interval between firings of a repeating timer; zero for a one-shot timer (a repeating
+  /// one's is positive: ``Effect/send(_:every:clock:fileID:filePath:line:column:)`` refuses
+  /// others).
+  ///
+  /// NB: not optional, and the flags last: each word of padding is part of every armed timer.
+  let interval: Duration
   /// When the entry fires next, on the host's timeline.
   final var deadline: Duration
   /// The order in which entries were armed (ties between equal deadlines), set by the host.
   final var sequence: UInt64 = 0
   /// The entry's position in its host's heap; `-1` when it is not queued.
   final var heapIndex = -1
+  private let flags = Atomic<UInt8>(UnitFlags.timer)
 
   init(lifetime: (any EffectUnit)?, host: any TimerHost, deadline: Duration, interval: Duration?) {
     self.owner = lifetime
     self.host = host
     self.deadline = deadline
-    self.interval = interval
+    self.interval = interval ?? .zero
   }
 
   @usableFromInline var lifetime: any EffectUnit {
@@ -108,8 +112,8 @@ import Synchronization
     // NB: the store drops the action if the timer was cancelled meanwhile (the delivery rule,
     // checked on the store's executor), so a cancellation that raced this firing wins.
     await self.delivery.deliver(self.action, self)
-    if let interval = self.interval {
-      self.deadline += interval
+    if self.interval > .zero {
+      self.deadline += self.interval
       host.arm(self)
     } else {
       self.supervisor.complete(self)
