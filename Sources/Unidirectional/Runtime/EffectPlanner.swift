@@ -441,11 +441,15 @@ extension EffectPlanner {
   }
 
   /// Hands the (empty) arrays back to the thread, or drops them when the thread's slot was
-  /// refilled meanwhile (a nested use).
+  /// refilled meanwhile (a nested use) or they grew large (one action with hundreds of effects
+  /// must not leave every pool thread holding arrays that size).
   @usableFromInline mutating func returnScratch() {
     self.holdsScratch = false
     let scratch = PlanScratch.current
-    if scratch.steps.capacity == 0 && scratch.jobs.capacity == 0 && scratch.timers.capacity == 0 {
+    let limit = 64
+    if scratch.steps.capacity == 0 && scratch.jobs.capacity == 0 && scratch.timers.capacity == 0,
+      self.steps.capacity <= limit, self.jobs.capacity <= limit, self.timers.capacity <= limit
+    {
       swap(&self.steps, &scratch.steps)
       swap(&self.jobs, &scratch.jobs)
       swap(&self.timers, &scratch.timers)

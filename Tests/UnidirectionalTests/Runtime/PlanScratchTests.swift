@@ -27,4 +27,16 @@ import Testing
     #expect(PlanScratch.current.steps.isEmpty)
     #expect(PlanScratch.current.steps.capacity > 0)
   }
+
+  @Test func arraysGrownLargeAreNotKeptByTheThread() {
+    var planner = EffectPlanner<Int>()
+    planner.borrowScratch()
+    for index in 0..<200 {
+      planner.steps.append(.cancel(CancelKeys(CancelKey(index, scope: nil))))
+    }
+    planner.steps.removeAll(keepingCapacity: true)
+    planner.returnScratch()
+    #expect(planner.steps.capacity == 0)
+    #expect(PlanScratch.current.steps.capacity == 0)
+  }
 }
