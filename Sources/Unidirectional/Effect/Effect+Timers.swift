@@ -16,7 +16,7 @@ extension Effect {
   ///     .cancellable(id: CancelID.idle, cancelInFlight: true)
   /// ```
   ///
-  /// The timer is an effect of the action that returned it: ``StoreTask/finish()`` waits for it
+  /// The timer is an effect of the action that returned it: ``StoreTask/finish(fileID:filePath:line:column:)`` waits for it
   /// to fire, and cancelling that task, `.cancel(id:)` or shutdown cancels it (then its action is
   /// never reduced). A graceful shutdown waits for it like any effect unless it is marked
   /// ``cancelledOnShutdown()``.

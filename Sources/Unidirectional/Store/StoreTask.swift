@@ -11,7 +11,7 @@
 /// await task.finish()                       // every effect of `.connect` has ended
 /// ```
 ///
-/// Cancelling the task that awaits ``finish()`` cancels the effects too, so tying them to a
+/// Cancelling the task that awaits ``finish(fileID:filePath:line:column:)`` cancels the effects too, so tying them to a
 /// request, a connection or a command is `await store.send(.start).finish()` inside that scope.
 public struct StoreTask: Hashable, Sendable {
   @usableFromInline let lifetime: (any EffectUnit)?
