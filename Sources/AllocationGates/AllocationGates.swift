@@ -66,7 +66,7 @@ struct Feature: Reducer {
 /// Timers of `Feature.armFiring` that have fired.
 let firedTimers = Atomic(0)
 /// Resumed when this many timers have fired.
-let allTimersFired = Mutex<(Int, CheckedContinuation<Void, Never>)?>(nil)
+let allTimersFired = LockedBox<(Int, CheckedContinuation<Void, Never>)?>(nil)
 /// The allocation count once every timer was armed, and once the last one fired.
 let firingStart = Atomic<Int64>(0)
 let firingEnd = Atomic<Int64>(0)

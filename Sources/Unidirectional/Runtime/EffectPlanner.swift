@@ -100,11 +100,7 @@ struct EffectPlanner<Action: Sendable> {
       self.jobs.append(job)
 
     case .timer(let timer, let keyed):
-      var keys = keys
-      if keyed, let key = timer.cancelKey {
-        if timer.cancelInFlight { self.steps.append(.cancel(CancelKeys(key))) }
-        keys = keys.appending(key)
-      }
+      let keys = self.foldedKeys(of: timer, keyed: keyed, into: keys)
       guard let host = timer.host, !self.lowersTimers else {
         self.planSleepingTimer(timer, keys: keys, delivery: delivery, action: action)
         return
@@ -172,6 +168,18 @@ struct EffectPlanner<Action: Sendable> {
         enqueue: enqueue
       )
     }
+  }
+
+  /// `keys` and the identifier a `.cancellable` folded into `timer` (when it applies), after
+  /// planning the cancellation it asks for.
+  @usableFromInline mutating func foldedKeys(
+    of timer: TimerOperation<Action>,
+    keyed: Bool,
+    into keys: CancelKeys
+  ) -> CancelKeys {
+    guard keyed, let key = timer.cancelKey else { return keys }
+    if timer.cancelInFlight { self.steps.append(.cancel(CancelKeys(key))) }
+    return keys.appending(key)
   }
 
   /// A timer that runs as a task sleeping on its clock (a clock with no timer queue).
@@ -287,11 +295,7 @@ struct EffectPlanner<Action: Sendable> {
       self.register(job, keys)
       return .run(job)
     case .timer(let timer, let keyed):
-      var keys = keys
-      if keyed, let key = timer.cancelKey {
-        if timer.cancelInFlight { self.steps.append(.cancel(CancelKeys(key))) }
-        keys = keys.appending(key)
-      }
+      let keys = self.foldedKeys(of: timer, keyed: keyed, into: keys)
       // NB: inside an ordered step the timer waits for its turn: a task that sleeps.
       let job = RunJob(
         lifetime: self.joinedLifetime(),
