@@ -435,7 +435,7 @@ private let planScratchKey: pthread_key_t = {
 }()
 
 extension EffectPlanner {
-  /// Borrows the thread's scratch arrays, unless this planner holds arrays already.
+  /// Borrows the thread's scratch arrays (the caller checks ``holdsScratch`` first).
   @usableFromInline mutating func borrowScratch() {
     self.holdsScratch = true
     let scratch = PlanScratch.current
