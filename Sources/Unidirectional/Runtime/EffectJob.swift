@@ -18,6 +18,12 @@ import Synchronization
   /// supervisor counts it, cancels it, and waits for it to end.
   func startTask(on supervisor: EffectSupervisor)
 
+  /// Starts that task on the calling thread: it runs until its first suspension (or its end)
+  /// before this returns, then goes on like any other task. For a caller on the generic executor
+  /// that is not itself an effect (``EffectStarts/start()``); with a test executor it is
+  /// ``startTask(on:)``.
+  func startTaskHere(on supervisor: EffectSupervisor)
+
   /// Finishes every unit without running it (the store shut down first).
   func abandon(on supervisor: EffectSupervisor)
 }
@@ -105,6 +111,24 @@ import Synchronization
     }
   }
 
+  @usableFromInline func startTaskHere(on supervisor: EffectSupervisor) {
+    guard supervisor.executorPreference == nil, #available(macOS 26.0, *) else {
+      self.startTask(on: supervisor)
+      return
+    }
+    // NB: the same body as `startTask(on:)`'s, as a closure literal (see there).
+    Task.immediateDetached(priority: self.priority ?? .medium) {
+      if supervisor.bindsOnlyItself {
+        await EffectSupervisor.$current.withValue(supervisor) {
+          await EffectPlan.run(self, on: supervisor)
+        }
+      } else {
+        await supervisor.runBindingEverything { await EffectPlan.run(self, on: supervisor) }
+      }
+      await supervisor.taskEnded()
+    }
+  }
+
   /// Sends an action of this effect to its store.
   @inlinable
   func deliver(_ action: Action) async {
@@ -149,6 +173,19 @@ final class PlanJob<Action: Sendable>: EffectJob {
       return
     }
     Task.detached(executorPreference: preference, priority: priority) {
+      await supervisor.runBindingEverything {
+        await self.plan.execute(self.delivery, on: supervisor)
+      }
+      await supervisor.taskEnded()
+    }
+  }
+
+  func startTaskHere(on supervisor: EffectSupervisor) {
+    guard supervisor.executorPreference == nil, #available(macOS 26.0, *) else {
+      self.startTask(on: supervisor)
+      return
+    }
+    Task.immediateDetached(priority: self.priority ?? .medium) {
       await supervisor.runBindingEverything {
         await self.plan.execute(self.delivery, on: supervisor)
       }

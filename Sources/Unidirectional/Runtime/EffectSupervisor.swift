@@ -107,7 +107,8 @@ import Synchronization
   // MARK: - Registering and submitting
 
   /// Registers the units a reducer returned and cancels what it asked to cancel, in order, then
-  /// starts a task per job.
+  /// starts a task per job (or hands the jobs to the send on this thread that holds starts back:
+  /// ``Store/trySendStartingEffectsHere(_:reading:)``).
   ///
   /// Empties both arrays, keeping their capacity.
   @usableFromInline
@@ -131,7 +132,13 @@ import Synchronization
     steps.removeAll(keepingCapacity: true)
     self.perform(cancellation)
     switch submission {
-    case .run: for job in jobs { job.startTask(on: self) }
+    case .run:
+      let scratch = PlanScratch.current
+      if scratch.isHoldingStarts {
+        for job in jobs { scratch.heldStarts.append(job, on: self) }
+      } else {
+        for job in jobs { job.startTask(on: self) }
+      }
     case .abandon: for job in jobs { job.abandon(on: self) }
     case nil: break
     }

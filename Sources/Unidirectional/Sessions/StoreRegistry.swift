@@ -297,9 +297,10 @@ where R.State: Sendable {
     // NB: the common case, specialized in the caller's module: a live key, no storage to wait for.
     if self.storage == nil,
       let store = self.guarded.withLockInlined({ $0.entries[key]?.liveStore }),
-      let task = await store.trySend(action)
+      let sent = await store.trySendStartingEffectsHere(action)
     {
-      return task
+      sent.starts.start()
+      return sent.task
     }
     return try await self.deliver(action, to: key, reading: { _ in () }).task
   }
@@ -331,7 +332,10 @@ where R.State: Sendable {
       let entry = try await self.liveEntry(for: key)
       guard let store = entry.liveStore else { continue }
       guard let commits = self.commits else {
-        if let sent = await store.trySend(action, reading: read) { return sent }
+        if let sent = await store.trySendStartingEffectsHere(action, reading: read) {
+          sent.starts.start()
+          return (sent.task, sent.value)
+        }
         self.storeClosedUnderneath(entry, store)
         continue
       }
@@ -340,7 +344,7 @@ where R.State: Sendable {
       // and the lease's release (else this save would come after, with a released token).
       self.guarded.withLock { _ in entry.savesInProgress += 1 }
       guard
-        let sent = await store.trySend(
+        let sent = await store.trySendStartingEffectsHere(
           action,
           reading: { state in (read(state), state, activity.version) }
         )
@@ -349,6 +353,7 @@ where R.State: Sendable {
         self.storeClosedUnderneath(entry, store)
         continue
       }
+      sent.starts.start()
       let token = self.guarded.withLock { _ in entry.token }
       let (value, state, version) = sent.value
       do {

@@ -301,6 +301,39 @@ public actor Store<State: Sendable, Action: Sendable> {
     return root.sendAction(root, action, location)
   }
 
+  /// ``trySend(_:fileID:filePath:line:column:)`` that holds back the effect tasks the action
+  /// starts, for the caller to start on its own thread once it has left the store's executor
+  /// (``EffectStarts/start()``).
+  ///
+  /// The registry's sends use it: a request's `.run` that ends without suspending then costs no
+  /// enqueue and no thread wake-up.
+  @inlinable
+  package func trySendStartingEffectsHere(
+    _ action: Action
+  ) -> (task: StoreTask, starts: EffectStarts)? {
+    guard PlanScratch.beginHoldingStarts() else {
+      return self.trySend(action).map { ($0, EffectStarts()) }
+    }
+    let task = self.trySend(action)
+    let starts = PlanScratch.endHoldingStarts()
+    return task.map { ($0, starts) }
+  }
+
+  /// ``trySend(_:reading:)`` that holds back the effect tasks the action starts, as
+  /// ``trySendStartingEffectsHere(_:)`` does.
+  @usableFromInline
+  package func trySendStartingEffectsHere<Value: Sendable>(
+    _ action: Action,
+    reading read: @Sendable (State) -> Value
+  ) -> (task: StoreTask, value: Value, starts: EffectStarts)? {
+    guard PlanScratch.beginHoldingStarts() else {
+      return self.trySend(action, reading: read).map { ($0.task, $0.value, EffectStarts()) }
+    }
+    let sent = self.trySend(action, reading: read)
+    let starts = PlanScratch.endHoldingStarts()
+    return sent.map { ($0.task, $0.value, starts) }
+  }
+
   /// Cancels every effect, waits until all of them have ended, and rejects later actions.
   ///
   /// After `shutdown()` returns no task the store started is running. Later

@@ -1,0 +1,47 @@
+/// Effect tasks an action asked for, held back until the sender has left the store's executor,
+/// to start on the sender's thread (``Store/trySendStartingEffectsHere(_:reading:)``).
+///
+/// A task started on the thread that sends (`Task.immediateDetached`) runs until its first
+/// suspension before the sender goes on: a `.run` that ends without suspending (a persist, a log
+/// line) costs no enqueue and no thread wake-up; one that suspends goes on like any effect. Held
+/// back, not started in the reduce: started there, its body would run while the sender still holds
+/// the store, and every action it sent back would have to queue.
+///
+/// Holds one start inline: the common case allocates nothing.
+@usableFromInline package struct EffectStarts: Sendable {
+  private var first: (job: any EffectJob, supervisor: EffectSupervisor)?
+  private var rest: [(job: any EffectJob, supervisor: EffectSupervisor)] = []
+
+  @usableFromInline init() {}
+
+  /// Whether no task is held back.
+  var isEmpty: Bool { self.first == nil }
+
+  mutating func append(_ job: any EffectJob, on supervisor: EffectSupervisor) {
+    if self.first == nil {
+      self.first = (job, supervisor)
+    } else {
+      self.rest.append((job, supervisor))
+    }
+  }
+
+  /// Starts every task held back, in the order the reducer asked for them.
+  ///
+  /// Each runs on this thread until it suspends, unless the caller is itself an effect (a chain
+  /// of effects each starting the next here would grow the thread's stack without bound, so
+  /// those start as usual) or the store runs its effects on a test executor.
+  @usableFromInline package func start() {
+    guard let first = self.first else { return }
+    let here = EffectSupervisor.current == nil
+    Self.start(first.job, on: first.supervisor, here: here)
+    for start in self.rest { Self.start(start.job, on: start.supervisor, here: here) }
+  }
+
+  private static func start(_ job: any EffectJob, on supervisor: EffectSupervisor, here: Bool) {
+    if here {
+      job.startTaskHere(on: supervisor)
+    } else {
+      job.startTask(on: supervisor)
+    }
+  }
+}

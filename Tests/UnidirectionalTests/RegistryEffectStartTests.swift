@@ -1,0 +1,151 @@
+import Testing
+import Unidirectional
+
+/// A value the sender binds around a registry send: an effect must not see it.
+private enum SenderLocal {
+  @TaskLocal static var value = "unbound"
+}
+
+/// A session whose effects record where and when they ran.
+private struct Recorder: Reducer {
+  struct State: Sendable {
+    var saved = 0
+    var pings = 0
+  }
+
+  enum Action: Sendable {
+    /// A `.run` that ends without suspending.
+    case persist(Int)
+    /// A `.run` that waits at the gate, then sends `.saved`.
+    case saveAfterGate
+    case saved
+    /// A `.run` that reads ``SenderLocal``.
+    case readLocal
+    /// A `.run` that sleeps until cancelled.
+    case park
+    case stop
+    /// A `.run` that sends `.ping(n - 1)` to the other key, through the registry.
+    case ping(Int)
+  }
+
+  enum CancelID { case park }
+
+  let log: LockIsolated<[String]>
+  let gate: Gate
+  let registry: LockIsolated<StoreRegistry<Int, Recorder>?>
+  let done: Gate
+
+  func reduce(into state: inout State, action: Action) -> Effect<Action> {
+    switch action {
+    case .persist(let value):
+      return .run { [log] _ in log.withValue { $0.append("persisted \(value)") } }
+    case .saveAfterGate:
+      return .run { [gate] send in
+        await gate.wait()
+        await send(.saved)
+      }
+    case .saved:
+      state.saved += 1
+      return .none
+    case .readLocal:
+      return .run { [log] _ in log.withValue { $0.append("saw \(SenderLocal.value)") } }
+    case .park:
+      return .run { [log] _ in
+        do {
+          try await Task.sleep(for: .seconds(3_600))
+        } catch {
+          log.withValue { $0.append("cancelled") }
+        }
+      }
+      .cancellable(id: CancelID.park)
+    case .stop:
+      return .cancel(id: CancelID.park)
+    case .ping(let remaining):
+      state.pings += 1
+      return .run { [registry, done] _ in
+        guard remaining > 0, let registry = registry.value else {
+          done.open()
+          return
+        }
+        // The key that did not send this ping: the registry's stores are keyed 0 and 1.
+        let other = remaining % 2
+        _ = try? await registry.send(.ping(remaining - 1), to: other)
+      }
+    }
+  }
+}
+
+@Suite struct RegistryEffectStartTests {
+  let log = LockIsolated<[String]>([])
+  let gate = Gate()
+  let done = Gate()
+  fileprivate let registryBox = LockIsolated<StoreRegistry<Int, Recorder>?>(nil)
+
+  fileprivate func makeRegistry() -> StoreRegistry<Int, Recorder> {
+    let (log, gate, box, done) = (self.log, self.gate, self.registryBox, self.done)
+    let registry = StoreRegistry<Int, Recorder> { _ in
+      Recorder.State()
+    } reducer: {
+      Recorder(log: log, gate: gate, registry: box, done: done)
+    }
+    box.setValue(registry)
+    return registry
+  }
+
+  @Test func aRunThatNeverSuspendsHasRunAndFinishedWhenTheRegistrySendReturns() async throws {
+    let registry = self.makeRegistry()
+    let task = try await registry.send(.persist(1), to: 0)
+    #expect(self.log.value == ["persisted 1"])
+    #expect(task.isFinished)
+    let second = try await registry.send(.persist(2), to: 0)
+    #expect(self.log.value == ["persisted 1", "persisted 2"])
+    #expect(second.isFinished)
+    await registry.shutdown(gracePeriod: .seconds(1))
+  }
+
+  @Test(.timeLimit(.minutes(1)))
+  func aRunThatSuspendsLetsTheRegistrySendReturnAndGoesOnLater() async throws {
+    let registry = self.makeRegistry()
+    let task = try await registry.send(.saveAfterGate, to: 0)
+    #expect(!task.isFinished)
+    #expect(try await registry.state(of: 0).saved == 0)
+    self.gate.open()
+    await task.finish()
+    #expect(try await registry.state(of: 0).saved == 1)
+    await registry.shutdown(gracePeriod: .seconds(1))
+  }
+
+  @Test func anEffectStartedOnTheSendersThreadDoesNotSeeTheSendersTaskLocals() async throws {
+    let registry = self.makeRegistry()
+    try await SenderLocal.$value.withValue("sender") {
+      _ = try await registry.send(.readLocal, to: 0)
+    }
+    _ = try await registry.send(.readLocal, to: 0, reading: { $0.saved })
+    #expect(self.log.value == ["saw unbound", "saw unbound"])
+    await registry.shutdown(gracePeriod: .seconds(1))
+  }
+
+  @Test(.timeLimit(.minutes(1)))
+  func aSuspendedEffectStartedOnTheSendersThreadIsCancelledByIdentifier() async throws {
+    let registry = self.makeRegistry()
+    let task = try await registry.send(.park, to: 0)
+    #expect(!task.isFinished)
+    try await registry.send(.stop, to: 0)
+    await task.finish()
+    #expect(self.log.value == ["cancelled"])
+    await registry.shutdown(gracePeriod: .seconds(1))
+  }
+
+  /// An effect that sends through the registry starts the next effect as usual (not on its own
+  /// thread): a chain of 10,000 pings between two sessions, each an effect sending the next, runs
+  /// to its end.
+  @Test(.timeLimit(.minutes(1)))
+  func aChainOfTenThousandEffectsSendingThroughTheRegistryRunsToItsEnd() async throws {
+    let registry = self.makeRegistry()
+    try await registry.send(.ping(10_000), to: 1)
+    await self.done.wait()
+    let pings = try await registry.state(of: 0).pings + registry.state(of: 1).pings
+    #expect(pings == 10_001)
+    await registry.shutdown(gracePeriod: .seconds(1))
+  }
+}
