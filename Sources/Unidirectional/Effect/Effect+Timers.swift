@@ -33,6 +33,7 @@ extension Effect {
   ///   - delay: How long to wait, on `clock`, from when the reducer returned the effect.
   ///   - clock: The clock that measures `delay`.
   /// - Returns: An effect that sends `action` once, after `delay`.
+  @inlinable
   public static func send(
     _ action: Action,
     after delay: Duration,
@@ -140,6 +141,7 @@ extension Effect {
   /// Whether that `.cancellable` cancels in-flight effects first.
   @usableFromInline private(set) var cancelInFlight = false
 
+  @usableFromInline
   init(action: Action, delay: Duration, interval: Duration?, clock: any Clock<Duration>) {
     self.action = action
     self.delay = delay

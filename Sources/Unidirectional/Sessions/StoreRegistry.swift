@@ -285,6 +285,11 @@ where R.State: Sendable {
 
   /// Sends an action to `key`'s store, activating it first if it is not live.
   ///
+  /// The effects the action starts begin on the calling thread once the store has reduced it: each
+  /// `.run` runs until its first suspension (or to its end) before this returns, then goes on like
+  /// any effect, with the store's task-locals. (From inside an effect, or on a test executor, they
+  /// start as ``Store/send(_:fileID:filePath:line:column:)`` starts them.)
+  ///
   /// With storage, returns once the state after this action is saved.
   ///
   /// - Parameters:
