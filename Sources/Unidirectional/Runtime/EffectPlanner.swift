@@ -413,29 +413,19 @@ extension Effect {
   var timers: [TimerEntry] = []
   /// Whether a ``Store/trySendStartingEffectsHere(_:reading:)`` on this thread collects the tasks
   /// stores are about to start (``EffectSupervisor/apply(_:jobs:)``) instead of starting them.
-  var isHoldingStarts = false
+  @usableFromInline var isHoldingStarts = false
   /// The tasks it collected.
-  var heldStarts = EffectStarts()
+  @usableFromInline var heldStarts = EffectStarts()
 
-  /// Makes the stores' sends on this thread hold back the tasks they start, until
-  /// ``endHoldingStarts()``; `false` (and nothing changes) if they already do.
-  @usableFromInline static func beginHoldingStarts() -> Bool {
-    let scratch = Self.current
-    guard !scratch.isHoldingStarts else { return false }
-    scratch.isHoldingStarts = true
-    return true
-  }
-
-  /// Ends ``beginHoldingStarts()``; returns the starts held back meanwhile.
-  @usableFromInline static func endHoldingStarts() -> EffectStarts {
-    let scratch = Self.current
-    scratch.isHoldingStarts = false
-    defer { scratch.heldStarts = EffectStarts() }
-    return scratch.heldStarts
+  /// The starts held back since ``isHoldingStarts`` was set; none are left held.
+  @inlinable func takeHeldStarts() -> EffectStarts {
+    guard !self.heldStarts.isEmpty else { return EffectStarts() }
+    defer { self.heldStarts = EffectStarts() }
+    return self.heldStarts
   }
 
   /// The calling thread's scratch arrays.
-  static var current: PlanScratch {
+  @usableFromInline static var current: PlanScratch {
     if let pointer = pthread_getspecific(planScratchKey) {
       return Unmanaged<PlanScratch>.fromOpaque(pointer).takeUnretainedValue()
     }

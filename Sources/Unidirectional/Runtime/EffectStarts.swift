@@ -9,32 +9,37 @@
 ///
 /// Holds one start inline: the common case allocates nothing.
 @usableFromInline package struct EffectStarts: Sendable {
-  private var first: (job: any EffectJob, supervisor: EffectSupervisor)?
-  private var rest: [(job: any EffectJob, supervisor: EffectSupervisor)] = []
+  @usableFromInline var first: (job: any EffectJob, supervisor: EffectSupervisor)?
+  /// NB: optional, so the common case touches no array at all.
+  private var rest: [(job: any EffectJob, supervisor: EffectSupervisor)]?
 
-  @usableFromInline init() {}
+  @inlinable init() {}
 
   /// Whether no task is held back.
-  var isEmpty: Bool { self.first == nil }
+  @inlinable var isEmpty: Bool { self.first == nil }
 
   mutating func append(_ job: any EffectJob, on supervisor: EffectSupervisor) {
     if self.first == nil {
       self.first = (job, supervisor)
     } else {
-      self.rest.append((job, supervisor))
+      self.rest = (self.rest ?? []) + [(job, supervisor)]
     }
   }
 
   /// Starts every task held back, in the order the reducer asked for them.
   ///
   /// Each runs on this thread until it suspends, unless the caller is itself an effect (a chain
-  /// of effects each starting the next here would grow the thread's stack without bound, so
-  /// those start as usual) or the store runs its effects on a test executor.
-  @usableFromInline package func start() {
+  /// of effects each starting the next here would run nested on one thread, so those start as
+  /// usual) or the store runs its effects on a test executor.
+  @inlinable package func start() {
+    if !self.isEmpty { self.startAll() }
+  }
+
+  @usableFromInline func startAll() {
     guard let first = self.first else { return }
     let here = EffectSupervisor.current == nil
     Self.start(first.job, on: first.supervisor, here: here)
-    for start in self.rest { Self.start(start.job, on: start.supervisor, here: here) }
+    for start in self.rest ?? [] { Self.start(start.job, on: start.supervisor, here: here) }
   }
 
   private static func start(_ job: any EffectJob, on supervisor: EffectSupervisor, here: Bool) {

@@ -311,12 +311,18 @@ public actor Store<State: Sendable, Action: Sendable> {
   package func trySendStartingEffectsHere(
     _ action: Action
   ) -> (task: StoreTask, starts: EffectStarts)? {
-    guard PlanScratch.beginHoldingStarts() else {
-      return self.trySend(action).map { ($0, EffectStarts()) }
+    // NB: no `Optional.map` closures: this runs unspecialized (an actor method called from
+    // another isolation), where each closure cost a context and metadata lookups.
+    let scratch = PlanScratch.current
+    if scratch.isHoldingStarts {
+      guard let task = self.trySend(action) else { return nil }
+      return (task, EffectStarts())
     }
+    scratch.isHoldingStarts = true
     let task = self.trySend(action)
-    let starts = PlanScratch.endHoldingStarts()
-    return task.map { ($0, starts) }
+    scratch.isHoldingStarts = false
+    guard let task else { return nil }
+    return (task, scratch.takeHeldStarts())
   }
 
   /// ``trySend(_:reading:)`` that holds back the effect tasks the action starts, as
@@ -326,12 +332,16 @@ public actor Store<State: Sendable, Action: Sendable> {
     _ action: Action,
     reading read: @Sendable (State) -> Value
   ) -> (task: StoreTask, value: Value, starts: EffectStarts)? {
-    guard PlanScratch.beginHoldingStarts() else {
-      return self.trySend(action, reading: read).map { ($0.task, $0.value, EffectStarts()) }
+    let scratch = PlanScratch.current
+    if scratch.isHoldingStarts {
+      guard let sent = self.trySend(action, reading: read) else { return nil }
+      return (sent.task, sent.value, EffectStarts())
     }
+    scratch.isHoldingStarts = true
     let sent = self.trySend(action, reading: read)
-    let starts = PlanScratch.endHoldingStarts()
-    return sent.map { ($0.task, $0.value, starts) }
+    scratch.isHoldingStarts = false
+    guard let sent else { return nil }
+    return (sent.task, sent.value, scratch.takeHeldStarts())
   }
 
   /// Cancels every effect, waits until all of them have ended, and rejects later actions.
