@@ -102,7 +102,7 @@ func cancellationBenchmarks() -> [Benchmark] {
       name: "start + cancel a cancellable .run",
       floorName: "task-group child + cancelAll",
       operations: 10_000,
-      target: 2,
+      target: 1.5,
       run: {
         for _ in 0..<10_000 {
           let task = await store.send(.parkCancellable(id: 1))
