@@ -92,6 +92,12 @@ private struct Recorder: Reducer {
     return registry
   }
 
+  /// Shuts the registry down and lets go of it (its reducer holds the box: a cycle otherwise).
+  fileprivate func tearDown(_ registry: StoreRegistry<Int, Recorder>) async {
+    await registry.shutdown(gracePeriod: .seconds(1))
+    self.registryBox.setValue(nil)
+  }
+
   @Test func aRunThatNeverSuspendsHasRunAndFinishedWhenTheRegistrySendReturns() async throws {
     let registry = self.makeRegistry()
     let task = try await registry.send(.persist(1), to: 0)
@@ -100,7 +106,7 @@ private struct Recorder: Reducer {
     let second = try await registry.send(.persist(2), to: 0)
     #expect(self.log.value == ["persisted 1", "persisted 2"])
     #expect(second.isFinished)
-    await registry.shutdown(gracePeriod: .seconds(1))
+    await self.tearDown(registry)
   }
 
   @Test(.timeLimit(.minutes(1)))
@@ -112,7 +118,7 @@ private struct Recorder: Reducer {
     self.gate.open()
     await task.finish()
     #expect(try await registry.state(of: 0).saved == 1)
-    await registry.shutdown(gracePeriod: .seconds(1))
+    await self.tearDown(registry)
   }
 
   @Test func anEffectStartedOnTheSendersThreadDoesNotSeeTheSendersTaskLocals() async throws {
@@ -122,7 +128,7 @@ private struct Recorder: Reducer {
     }
     _ = try await registry.send(.readLocal, to: 0, reading: { $0.saved })
     #expect(self.log.value == ["saw unbound", "saw unbound"])
-    await registry.shutdown(gracePeriod: .seconds(1))
+    await self.tearDown(registry)
   }
 
   @Test(.timeLimit(.minutes(1)))
@@ -133,7 +139,7 @@ private struct Recorder: Reducer {
     try await registry.send(.stop, to: 0)
     await task.finish()
     #expect(self.log.value == ["cancelled"])
-    await registry.shutdown(gracePeriod: .seconds(1))
+    await self.tearDown(registry)
   }
 
   /// An effect that sends through the registry starts the next effect as usual (not on its own
@@ -146,6 +152,6 @@ private struct Recorder: Reducer {
     await self.done.wait()
     let pings = try await registry.state(of: 0).pings + registry.state(of: 1).pings
     #expect(pings == 10_001)
-    await registry.shutdown(gracePeriod: .seconds(1))
+    await self.tearDown(registry)
   }
 }
