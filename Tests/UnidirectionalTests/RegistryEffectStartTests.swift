@@ -16,6 +16,8 @@ private struct Recorder: Reducer {
   enum Action: Sendable {
     /// A `.run` that ends without suspending.
     case persist(Int)
+    /// Three such `.run`s, merged.
+    case persistThree
     /// A `.run` that waits at the gate, then sends `.saved`.
     case saveAfterGate
     case saved
@@ -39,6 +41,12 @@ private struct Recorder: Reducer {
     switch action {
     case .persist(let value):
       return .run { [log] _ in log.withValue { $0.append("persisted \(value)") } }
+    case .persistThree:
+      return .merge(
+        (1...3).map { value in
+          .run { [log] _ in log.withValue { $0.append("persisted \(value)") } }
+        }
+      )
     case .saveAfterGate:
       return .run { [gate] send in
         await gate.wait()
@@ -106,6 +114,14 @@ private struct Recorder: Reducer {
     let second = try await registry.send(.persist(2), to: 0)
     #expect(self.log.value == ["persisted 1", "persisted 2"])
     #expect(second.isFinished)
+    await self.tearDown(registry)
+  }
+
+  @Test func severalRunsOfOneActionAllRunInOrderBeforeTheRegistrySendReturns() async throws {
+    let registry = self.makeRegistry()
+    let task = try await registry.send(.persistThree, to: 0)
+    #expect(self.log.value == ["persisted 1", "persisted 2", "persisted 3"])
+    #expect(task.isFinished)
     await self.tearDown(registry)
   }
 

@@ -22,7 +22,8 @@
     if self.first == nil {
       self.first = (job, supervisor)
     } else {
-      self.rest = (self.rest ?? []) + [(job, supervisor)]
+      if self.rest == nil { self.rest = [] }
+      self.rest?.append((job, supervisor))
     }
   }
 

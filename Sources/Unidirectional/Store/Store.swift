@@ -312,7 +312,8 @@ public actor Store<State: Sendable, Action: Sendable> {
     _ action: Action
   ) -> (task: StoreTask, starts: EffectStarts)? {
     // NB: no `Optional.map` closures: this runs unspecialized (an actor method called from
-    // another isolation), where each closure cost a context and metadata lookups.
+    // another isolation), where each closure cost a context and metadata lookups. A send already
+    // holding starts on this thread (none can today: reducers do not send) keeps them.
     let scratch = PlanScratch.current
     if scratch.isHoldingStarts {
       guard let task = self.trySend(action) else { return nil }
