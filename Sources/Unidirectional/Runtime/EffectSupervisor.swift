@@ -15,13 +15,33 @@ import Synchronization
 @usableFromInline final class EffectSupervisor: Sendable {
   typealias Machine = EffectStateMachine<any EffectJob, UnsafeContinuation<Void, Never>, TaskSlot>
 
+  // NB: the flag last, so the lock that follows in the same allocation packs against it.
   private struct Guarded: Sendable {
+    /// What few stores use, behind one pointer (24 B fewer in every store with an effect).
+    var occasional = OutOfLine<Occasional>()
     var machine = Machine()
-    /// Errors effects threw, until they end (only with an observer).
-    var failures: [EffectID: any Error] = [:]
     /// A graceful shutdown has begun: effects marked `cancelledOnShutdown()` no longer start.
     var isDraining = false
+
+    /// Errors effects threw, until they end (only with an observer).
+    var failures: [EffectID: any Error] {
+      get { self.occasional.value.failures }
+      _modify { yield &self.occasional.value.failures }
+    }
     /// Waiters of ``waitUntilOthersEnded()``: an effect of this store shutting it down.
+    var selfWaiters: [Int: UnsafeContinuation<Void, Never>] {
+      get { self.occasional.value.selfWaiters }
+      _modify { yield &self.occasional.value.selfWaiters }
+    }
+    var nextSelfWaiter: Int {
+      get { self.occasional.value.nextSelfWaiter }
+      _modify { yield &self.occasional.value.nextSelfWaiter }
+    }
+  }
+
+  /// ``Guarded``'s rarely used fields.
+  private struct Occasional: EmptyInitializable, Sendable {
+    var failures: [EffectID: any Error] = [:]
     var selfWaiters: [Int: UnsafeContinuation<Void, Never>] = [:]
     var nextSelfWaiter = 0
   }
@@ -495,7 +515,9 @@ import Synchronization
     to observer: any StoreObserver,
     duration: Duration
   ) {
-    let failure = self.guarded.withLock { $0.failures.removeValue(forKey: unit.id) }
+    let failure = self.guarded.withLock { guarded -> (any Error)? in
+      guarded.failures.isEmpty ? nil : guarded.failures.removeValue(forKey: unit.id)
+    }
     let outcome: EffectOutcome
     if let failure {
       outcome = .failed(failure)
