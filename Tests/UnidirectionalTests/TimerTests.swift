@@ -288,7 +288,7 @@ private struct Session: Reducer {
     let name: String
     init(_ name: String, at seconds: Int64) {
       self.name = name
-      super.init(lifetime: nil, host: TestClock(), deadline: .seconds(seconds), interval: nil)
+      super.init(lifetime: nil, host: TestClock(), deadline: .seconds(seconds))
     }
   }
 

@@ -61,20 +61,20 @@ func currentCancelScope() -> CancelScope? {
 /// `AnyHashable` alone would merge).
 // Safety: immutable; subclasses hold only a `Sendable` identifier.
 @usableFromInline class CancelValue: @unchecked Sendable, CustomStringConvertible {
-  /// The identifier's hash, mixed with its type's identity.
-  @usableFromInline let hash: Int
+  @usableFromInline init() {}
 
-  @usableFromInline init(hash: Int) {
-    self.hash = hash
-  }
+  /// The identifier's hash, keyed by its type.
+  ///
+  /// NB: computed, not stored: a stored hash made the box of a one-byte enum identifier (the
+  /// usual `enum CancelID { case timer }`) a 48 B allocation instead of 32, in every armed
+  /// store. It is needed only once a store's identifiers outgrow their inline map.
+  @usableFromInline var hash: Int { 0 }
 
-  /// Whether `other` holds an identifier of the same type and value.
   @usableFromInline func isEqual(to other: CancelValue) -> Bool { false }
 
   @usableFromInline var description: String { "" }
 }
 
-/// A ``CancelValue`` of one identifier type.
 // Safety: immutable; `ID` is `Sendable`.
 @usableFromInline
 final class TypedCancelValue<ID: Hashable & Sendable>: CancelValue,
@@ -84,24 +84,24 @@ final class TypedCancelValue<ID: Hashable & Sendable>: CancelValue,
 
   @inlinable init(_ id: ID) {
     self.id = id
+    super.init()
+  }
+
+  @usableFromInline override var hash: Int {
     var hasher = Hasher()
     hasher.combine(ObjectIdentifier(ID.self))
-    hasher.combine(id)
-    super.init(hash: hasher.finalize())
+    hasher.combine(self.id)
+    return hasher.finalize()
   }
 
   @usableFromInline override func isEqual(to other: CancelValue) -> Bool {
-    guard self.hash == other.hash, type(of: other) == Self.self else { return false }
+    guard type(of: other) == Self.self else { return false }
     return unsafeDowncast(other, to: Self.self).id == self.id
   }
 
   @usableFromInline override var description: String { "\(self.id)" }
 }
 
-/// Where a child feature's cancellation identifiers live: the `ifLet`/`forEach` element whose
-/// reducer is running.
-///
-/// The element's own key carries the scope it was made in, so scopes nest.
 @usableFromInline final class CancelScope: Hashable, Sendable {
   /// The element: its collection's key path and its identity, in the parent's scope.
   let element: CancelKey

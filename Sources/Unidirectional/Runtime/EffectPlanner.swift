@@ -105,7 +105,7 @@ struct EffectPlanner<Action: Sendable> {
         self.planSleepingTimer(timer, keys: keys, delivery: delivery, action: action)
         return
       }
-      let unit = TimerUnit(
+      let unit = TimerUnit.make(
         lifetime: self.joinedLifetime(),
         timer: timer,
         host: host,

@@ -33,26 +33,37 @@ import Synchronization
   private let owner: (any EffectUnit)?
   /// The host that queues the entry.
   let host: any TimerHost
-  /// The interval between firings of a repeating timer; zero for a one-shot timer (a repeating
-  /// one's is positive: ``Effect/send(_:every:clock:fileID:filePath:line:column:)`` refuses
-  /// others).
-  ///
-  /// NB: not optional, and the flags last: each word of padding is part of every armed timer.
-  let interval: Duration
   /// When the entry fires next, on the host's timeline.
   final var deadline: Duration
   /// The order in which entries were armed (ties between equal deadlines), set by the host.
   final var sequence: UInt64 = 0
-  /// The entry's position in its host's heap; `-1` when it is not queued.
-  final var heapIndex = -1
+  // NB: the heap position as 32 bits and the flags last, together: with the subclass's action
+  // and delivery after them, a one-shot timer is a 128 B allocation, not 160 (every armed idle
+  // timer pays it).
+  private final var heapSlot: Int32 = -1
   private let flags = Atomic<UInt8>(UnitFlags.timer)
 
-  init(lifetime: (any EffectUnit)?, host: any TimerHost, deadline: Duration, interval: Duration?) {
+  init(lifetime: (any EffectUnit)?, host: any TimerHost, deadline: Duration) {
     self.owner = lifetime
     self.host = host
     self.deadline = deadline
-    self.interval = interval ?? .zero
   }
+
+  /// The entry's position in its host's heap; `-1` when it is not queued.
+  ///
+  /// NB: stored in 32 bits: a heap of more than two billion timers would need hundreds of
+  /// gigabytes first.
+  final var heapIndex: Int {
+    get { Int(self.heapSlot) }
+    set { self.heapSlot = Int32(truncatingIfNeeded: newValue) }
+  }
+
+  /// The interval between firings of a repeating timer; zero for a one-shot timer (a repeating
+  /// one's is positive: ``Effect/send(_:every:clock:fileID:filePath:line:column:)`` refuses
+  /// others).
+  ///
+  /// NB: stored only by repeating timers (``RepeatingTimerUnit``): 16 B of every one-shot timer.
+  var interval: Duration { .zero }
 
   @usableFromInline var lifetime: any EffectUnit {
     self.owner ?? self
@@ -84,12 +95,39 @@ import Synchronization
 
 /// A ``TimerEntry`` of one store: the action it sends, and the way to its store.
 // Safety: as for `TimerEntry`; the fields added here are immutable.
-@usableFromInline final class TimerUnit<Action: Sendable>: TimerEntry, @unchecked Sendable {
+@usableFromInline class TimerUnit<Action: Sendable>: TimerEntry, @unchecked Sendable {
   private let action: Action
   private let delivery: EffectDelivery<Action>
   private let supervisor: EffectSupervisor
 
-  @usableFromInline init(
+  /// The unit of `timer`: a ``RepeatingTimerUnit`` when it repeats.
+  @usableFromInline static func make(
+    lifetime: (any EffectUnit)?,
+    timer: TimerOperation<Action>,
+    host: any TimerHost,
+    delivery: EffectDelivery<Action>,
+    supervisor: EffectSupervisor
+  ) -> TimerUnit {
+    if let interval = timer.interval {
+      return RepeatingTimerUnit(
+        lifetime: lifetime,
+        timer: timer,
+        interval: interval,
+        host: host,
+        delivery: delivery,
+        supervisor: supervisor
+      )
+    }
+    return TimerUnit(
+      lifetime: lifetime,
+      timer: timer,
+      host: host,
+      delivery: delivery,
+      supervisor: supervisor
+    )
+  }
+
+  init(
     lifetime: (any EffectUnit)?,
     timer: TimerOperation<Action>,
     host: any TimerHost,
@@ -102,8 +140,7 @@ import Synchronization
     super.init(
       lifetime: lifetime,
       host: host,
-      deadline: host.nowOffset + max(timer.delay, .zero),
-      interval: timer.interval
+      deadline: host.nowOffset + max(timer.delay, .zero)
     )
   }
 
@@ -122,6 +159,35 @@ import Synchronization
 
   override var drainer: (any ManualDrainer)? {
     self.supervisor.drainer
+  }
+}
+
+/// A ``TimerUnit`` of ``Effect/send(_:every:clock:fileID:filePath:line:column:)``: queued again
+/// for its next deadline each time it fires.
+// Safety: as for `TimerUnit`; the field added here is immutable.
+final class RepeatingTimerUnit<Action: Sendable>: TimerUnit<Action>, @unchecked Sendable {
+  private let period: Duration
+
+  init(
+    lifetime: (any EffectUnit)?,
+    timer: TimerOperation<Action>,
+    interval: Duration,
+    host: any TimerHost,
+    delivery: EffectDelivery<Action>,
+    supervisor: EffectSupervisor
+  ) {
+    self.period = interval
+    super.init(
+      lifetime: lifetime,
+      timer: timer,
+      host: host,
+      delivery: delivery,
+      supervisor: supervisor
+    )
+  }
+
+  override var interval: Duration {
+    self.period
   }
 }
 

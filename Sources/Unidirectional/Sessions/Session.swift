@@ -60,7 +60,7 @@ final class IdleTimer: TimerEntry, @unchecked Sendable {
 
   init(host: any TimerHost, deadline: Duration, onFire: @escaping @Sendable (IdleTimer) -> Void) {
     self.onFire = onFire
-    super.init(lifetime: nil, host: host, deadline: deadline, interval: nil)
+    super.init(lifetime: nil, host: host, deadline: deadline)
   }
 
   override func fire(on host: any TimerHost) async {
