@@ -147,6 +147,21 @@ private func makeRegistry(
     await registry.shutdown(gracePeriod: .seconds(1))
   }
 
+  @Test func anArmedIdleTimerDoesNotKeepADroppedRegistryAliveAndFiresHarmlessly() async throws {
+    let clock = TestClock()
+    var registry: StoreRegistry<String, SessionLedger>? = makeRegistry(
+      idleTimeout: .seconds(300),
+      clock: clock
+    )
+    try await registry?.send(.append(1), to: "alice")
+    weak let dropped = registry
+    registry = nil
+    #expect(dropped == nil)
+    // The entry is still queued on the clock; firing it finds no registry and does nothing.
+    await clock.advance(by: .seconds(300))
+    #expect(dropped == nil)
+  }
+
   @Test func atCapacityTheLeastRecentlyUsedStorePassivatesFirst() async throws {
     let registry = makeRegistry(capacity: 2, clock: TestClock())
     try await registry.send(.append(1), to: "a")

@@ -52,22 +52,6 @@ final class SessionClock: Sendable {
   }
 }
 
-/// A session's idle timer: a record in its clock's timer queue, re-armed lazily (an action does
-/// not touch the queue; a timer that fires early re-arms for the rest of the idle period).
-// Safety: as for `TimerEntry`; `onFire` is immutable.
-final class IdleTimer: TimerEntry, @unchecked Sendable {
-  private let onFire: @Sendable (IdleTimer) -> Void
-
-  init(host: any TimerHost, deadline: Duration, onFire: @escaping @Sendable (IdleTimer) -> Void) {
-    self.onFire = onFire
-    super.init(lifetime: nil, host: host, deadline: deadline)
-  }
-
-  override func fire(on host: any TimerHost) async {
-    self.onFire(self)
-  }
-}
-
 /// The reducer of a registry's store: the feature's, recording each action's activity first.
 @usableFromInline
 struct SessionReducer<Base: Reducer>: Reducer where Base.State: Sendable {
