@@ -125,11 +125,11 @@ extension Effect {
 // `claimed`, before the effect that reads them (`keyed: true`) exists; everything else is
 // immutable.
 @usableFromInline final class TimerOperation<Action: Sendable>: @unchecked Sendable {
-  let action: Action
+  @usableFromInline let action: Action
   /// The time until the first firing.
-  let delay: Duration
+  @usableFromInline let delay: Duration
   /// The time between firings; `nil` for a one-shot timer.
-  let interval: Duration?
+  @usableFromInline let interval: Duration?
   let clock: any Clock<Duration>
   /// The timer queue of `clock`, or `nil` when the timer runs as a sleeping task.
   @usableFromInline let host: (any TimerHost)?

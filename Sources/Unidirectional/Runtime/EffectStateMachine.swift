@@ -36,6 +36,9 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   /// store with an effect (the bytes-per-armed-store target is 1 KB).
   private var occasional = OutOfLine<Occasional>()
 
+  /// The fewest throttle entries at which expired ones are swept.
+  static var minimumThrottleSweep: Int { 64 }
+
   /// The machine's rarely used fields (``occasional``).
   struct Occasional: EmptyInitializable {
     /// What started each lifetime, for test diagnostics (only when the store records origins).
@@ -44,45 +47,45 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     var nextIdleWaiter = 0
     var throttles: [CancelKey: ThrottleState] = [:]
     /// Past this many throttle entries, expired ones are swept (amortized O(1) per use).
-    var throttleSweepThreshold = 64
+    var throttleSweepThreshold = EffectStateMachine.minimumThrottleSweep
     var debounces: [CancelKey: DebounceSlot] = [:]
     var nextDebounceGeneration: UInt64 = 0
     var queues: [CancelKey: SerialQueue<Waiter>] = [:]
   }
 
-  // NB: reads of an unallocated `occasional` build no box; writes allocate it once. Hot paths
-  // check `isEmpty` before they write (a re-armed timer's cancellation clears its debounce only
+  // NB: reads of an unallocated `occasional` build no box and no value; writes allocate it once.
+  // Hot paths check `isEmpty` before they write (a re-armed timer's cancellation clears its debounce only
   // when there are debounces).
   private var origins: [LifetimeID: EffectOrigin] {
-    get { self.occasional.value.origins }
+    get { self.occasional.read({ $0.origins }, unallocated: .init()) }
     _modify { yield &self.occasional.value.origins }
   }
   private var idleWaiters: [Int: Waiter] {
-    get { self.occasional.value.idleWaiters }
+    get { self.occasional.read({ $0.idleWaiters }, unallocated: .init()) }
     _modify { yield &self.occasional.value.idleWaiters }
   }
   private var nextIdleWaiter: Int {
-    get { self.occasional.value.nextIdleWaiter }
+    get { self.occasional.read({ $0.nextIdleWaiter }, unallocated: 0) }
     _modify { yield &self.occasional.value.nextIdleWaiter }
   }
   private var throttles: [CancelKey: ThrottleState] {
-    get { self.occasional.value.throttles }
+    get { self.occasional.read({ $0.throttles }, unallocated: .init()) }
     _modify { yield &self.occasional.value.throttles }
   }
   private var throttleSweepThreshold: Int {
-    get { self.occasional.value.throttleSweepThreshold }
+    get { self.occasional.read({ $0.throttleSweepThreshold }, unallocated: Self.minimumThrottleSweep) }
     _modify { yield &self.occasional.value.throttleSweepThreshold }
   }
   private var debounces: [CancelKey: DebounceSlot] {
-    get { self.occasional.value.debounces }
+    get { self.occasional.read({ $0.debounces }, unallocated: .init()) }
     _modify { yield &self.occasional.value.debounces }
   }
   private var nextDebounceGeneration: UInt64 {
-    get { self.occasional.value.nextDebounceGeneration }
+    get { self.occasional.read({ $0.nextDebounceGeneration }, unallocated: 0) }
     _modify { yield &self.occasional.value.nextDebounceGeneration }
   }
   private var queues: [CancelKey: SerialQueue<Waiter>] {
-    get { self.occasional.value.queues }
+    get { self.occasional.read({ $0.queues }, unallocated: .init()) }
     _modify { yield &self.occasional.value.queues }
   }
 
@@ -355,29 +358,46 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   }
 
   private mutating func cancel(_ id: EffectID, into cancellation: inout Cancellation) {
-    guard let record = self.effects[id], !record.unit.isCancelled else { return }
-    record.unit.markCancelled()
-    if !self.debounces.isEmpty {
+    // NB: read and marked in place: copying the record out (`self.effects[id]`) retained and
+    // released everything it holds, a tenth of cancelling a timer.
+    let found = self.effects.update(id) { record -> CancelledUnit? in
+      guard !record.unit.isCancelled else { return nil }
+      record.unit.markCancelled()
+      switch record.phase {
+      case .pending:
+        guard record.unit.loadFlags() & UnitFlags.timer != 0 else { return .pending(timer: nil) }
+        return .pending(timer: unsafeDowncast(record.unit, to: TimerEntry.self))
+      case .running(let slot):
+        record.pins += 1
+        return .running(slot)
+      }
+    }
+    guard let cancelled = found ?? nil else { return }
+    if !self.debounces.isEmpty, let keys = self.effects[id]?.keys {
       // NB: a cancelled unit under a debounce id may be its timer (cancelled with its
       // lifetime): the timer takes no new deadline; a newer debounced effect starts another.
-      for key in record.keys {
+      for key in keys {
         if let slot = self.debounces.index(forKey: key) {
           self.debounces.values[slot].hasFired = true
         }
       }
     }
-    switch record.phase {
-    case .pending:
+    switch cancelled {
+    case .pending(let timer):
       // Never started: it is finished now, and its job will find nothing to run (a timer is
       // disarmed).
-      if record.unit.loadFlags() & UnitFlags.timer != 0 {
-        cancellation.timers.append(unsafeDowncast(record.unit, to: TimerEntry.self))
-      }
+      if let timer { cancellation.timers.append(timer) }
       cancellation.resumptions.append(contentsOf: self.remove(id))
     case .running(let slot):
-      _ = self.effects.update(id) { $0.pins += 1 }
       cancellation.tasks.append((id, slot))
     }
+  }
+
+  /// What cancelling one unit found: a unit that never started (and, if it is an armed timer,
+  /// the timer to disarm), or a running one (pinned) and its task.
+  private enum CancelledUnit {
+    case pending(timer: TimerEntry?)
+    case running(Slot)
   }
 
   /// Releases the pins a cancellation took; returns the finishing tasks to resume.
@@ -462,7 +482,7 @@ struct EffectStateMachine<Job, Waiter, Slot> {
       self.throttles[key] = state
       if self.throttles.count > self.throttleSweepThreshold {
         self.throttles = self.throttles.filter { !$0.value.isExpired }
-        self.throttleSweepThreshold = max(64, 2 * self.throttles.count)
+        self.throttleSweepThreshold = max(Self.minimumThrottleSweep, 2 * self.throttles.count)
       }
     }
     return body(&state)
@@ -649,7 +669,9 @@ struct Resumptions<Waiter> {
 
   mutating func append(contentsOf other: Resumptions) {
     if let first = other.first { self.append(first) }
-    self.others.append(contentsOf: other.others)
+    // NB: checked: appending an empty array to the empty one still made a new buffer (a tenth of
+    // removing a cancelled timer).
+    if !other.others.isEmpty { self.others.append(contentsOf: other.others) }
   }
 
   /// Every waiter, first one first.

@@ -25,16 +25,16 @@ import Synchronization
 
     /// Errors effects threw, until they end (only with an observer).
     var failures: [EffectID: any Error] {
-      get { self.occasional.value.failures }
+      get { self.occasional.read({ $0.failures }, unallocated: .init()) }
       _modify { yield &self.occasional.value.failures }
     }
     /// Waiters of ``waitUntilOthersEnded()``: an effect of this store shutting it down.
     var selfWaiters: [Int: UnsafeContinuation<Void, Never>] {
-      get { self.occasional.value.selfWaiters }
+      get { self.occasional.read({ $0.selfWaiters }, unallocated: .init()) }
       _modify { yield &self.occasional.value.selfWaiters }
     }
     var nextSelfWaiter: Int {
-      get { self.occasional.value.nextSelfWaiter }
+      get { self.occasional.read({ $0.nextSelfWaiter }, unallocated: 0) }
       _modify { yield &self.occasional.value.nextSelfWaiter }
     }
   }

@@ -26,6 +26,17 @@ struct OutOfLine<Value: EmptyInitializable> {
     self.box != nil
   }
 
+  /// `body`'s reading of the value, or `unallocated` before the first write.
+  ///
+  /// NB: the way to read on hot paths: reading ``value`` before the first write builds a whole
+  /// `Value()` (for the effect state machine, five empty dictionaries made and destroyed on every
+  /// cancellation).
+  @inline(__always)
+  func read<T>(_ body: (Value) -> T, unallocated: @autoclosure () -> T) -> T {
+    guard let box = self.box else { return unallocated() }
+    return body(box.value)
+  }
+
   /// The value; `Value()` until the first write.
   var value: Value {
     get { self.box?.value ?? Value() }

@@ -54,7 +54,7 @@ struct SmallMap<Key: Hashable, Value> {
 
   /// Sets the value for `key`, replacing any.
   mutating func insert(_ value: Value, forKey key: Key) {
-    switch self.storage {
+    switch self.take() {
     case .empty:
       self.storage = .one(key, value)
     case .one(let existing, let old):
@@ -64,7 +64,6 @@ struct SmallMap<Key: Hashable, Value> {
         self.storage = .many([existing: old, key: value])
       }
     case .many(var entries):
-      self.storage = .empty
       entries[key] = value
       self.storage = .many(entries)
     }
@@ -72,18 +71,16 @@ struct SmallMap<Key: Hashable, Value> {
 
   /// Changes the value for `key` in place; `nil` (and `body` is not called) when there is none.
   mutating func update<R>(_ key: Key, _ body: (inout Value) -> R) -> R? {
-    switch self.storage {
+    switch self.take() {
     case .empty:
       return nil
     case .one(let existing, var value):
-      guard existing == key else { return nil }
-      self.storage = .empty
       defer { self.storage = .one(existing, value) }
+      guard existing == key else { return nil }
       return body(&value)
     case .many(var entries):
-      guard let index = entries.index(forKey: key) else { return nil }
-      self.storage = .empty
       defer { self.storage = .many(entries) }
+      guard let index = entries.index(forKey: key) else { return nil }
       return body(&entries.values[index])
     }
   }
@@ -91,15 +88,16 @@ struct SmallMap<Key: Hashable, Value> {
   /// Removes the entry for `key`; returns its value.
   @discardableResult
   mutating func removeValue(forKey key: Key) -> Value? {
-    switch self.storage {
+    switch self.take() {
     case .empty:
       return nil
     case .one(let existing, let value):
-      guard existing == key else { return nil }
-      self.storage = .empty
+      guard existing == key else {
+        self.storage = .one(existing, value)
+        return nil
+      }
       return value
     case .many(var entries):
-      self.storage = .empty
       let removed = entries.removeValue(forKey: key)
       if entries.count == 1, let last = entries.first {
         self.storage = .one(last.key, last.value)
@@ -108,6 +106,15 @@ struct SmallMap<Key: Hashable, Value> {
       }
       return removed
     }
+  }
+
+  /// Moves the storage out, leaving it empty: a `switch` over the moved value binds its payload
+  /// without copying it (switching over `self.storage` copied the record out, retaining what it
+  /// holds, then released the original: a third of removing a unit).
+  private mutating func take() -> Storage {
+    var taken = Storage.empty
+    swap(&taken, &self.storage)
+    return taken
   }
 
   /// Removes every entry.

@@ -43,6 +43,7 @@ import Synchronization
   private final var heapSlot: Int32 = -1
   private let flags = Atomic<UInt8>(UnitFlags.timer)
 
+  @usableFromInline
   init(lifetime: (any EffectUnit)?, host: any TimerHost, deadline: Duration) {
     self.owner = lifetime
     self.host = host
@@ -96,12 +97,15 @@ import Synchronization
 /// A ``TimerEntry`` of one store: the action it sends, and the way to its store.
 // Safety: as for `TimerEntry`; the fields added here are immutable.
 @usableFromInline class TimerUnit<Action: Sendable>: TimerEntry, @unchecked Sendable {
-  private let action: Action
-  private let delivery: EffectDelivery<Action>
-  private let supervisor: EffectSupervisor
+  @usableFromInline let action: Action
+  @usableFromInline let delivery: EffectDelivery<Action>
+  @usableFromInline let supervisor: EffectSupervisor
 
   /// The unit of `timer`: a ``RepeatingTimerUnit`` when it repeats.
-  @usableFromInline static func make(
+  ///
+  /// NB: inlinable, so it is specialized with the planner for the store's action: the generic
+  /// version looked up the unit's type metadata at run time for every armed timer.
+  @inlinable static func make(
     lifetime: (any EffectUnit)?,
     timer: TimerOperation<Action>,
     host: any TimerHost,
@@ -127,7 +131,7 @@ import Synchronization
     )
   }
 
-  init(
+  @inlinable init(
     lifetime: (any EffectUnit)?,
     timer: TimerOperation<Action>,
     host: any TimerHost,
@@ -165,10 +169,11 @@ import Synchronization
 /// A ``TimerUnit`` of ``Effect/send(_:every:clock:fileID:filePath:line:column:)``: queued again
 /// for its next deadline each time it fires.
 // Safety: as for `TimerUnit`; the field added here is immutable.
+@usableFromInline
 final class RepeatingTimerUnit<Action: Sendable>: TimerUnit<Action>, @unchecked Sendable {
-  private let period: Duration
+  @usableFromInline let period: Duration
 
-  init(
+  @inlinable init(
     lifetime: (any EffectUnit)?,
     timer: TimerOperation<Action>,
     interval: Duration,
