@@ -73,7 +73,9 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     _modify { yield &self.occasional.value.throttles }
   }
   private var throttleSweepThreshold: Int {
-    get { self.occasional.read({ $0.throttleSweepThreshold }, unallocated: Self.minimumThrottleSweep) }
+    get {
+      self.occasional.read({ $0.throttleSweepThreshold }, unallocated: Self.minimumThrottleSweep)
+    }
     _modify { yield &self.occasional.value.throttleSweepThreshold }
   }
   private var debounces: [CancelKey: DebounceSlot] {
