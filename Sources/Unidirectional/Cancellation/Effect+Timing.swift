@@ -10,6 +10,7 @@ extension Effect {
   /// ```
   ///
   /// The effect is cancellable with `id` (``cancel(id:)``), before and after the delay.
+  @inlinable
   public func debounce<ID: Hashable & Sendable>(
     id: ID,
     for duration: Duration,
@@ -32,9 +33,16 @@ extension Effect {
         .cancellable(id: id, cancelInFlight: true)
     }
     let key = CancelKey(id)
+    // NB: inlinable, so a restart (the common case: a new deadline and body for the pending
+    // timer) is specialized for the feature's action; planned generically, a quarter of it was
+    // looking up type metadata.
     return Self(
       operation: .deferred { supervisor in
-        debounced(
+        let deadline = debounceDeadline(on: clock, after: duration)
+        if supervisor.rearmDebounce(key, deadline: deadline, body: body) {
+          return .none
+        }
+        return debounced(
           body,
           priority: priority,
           key: key,
@@ -82,9 +90,39 @@ extension Effect {
   }
 }
 
-/// Re-arms the sleeping timer of a debounce id, or starts one: one sleeping task per id, not
-/// per debounced effect (a cancelled sleep keeps its memory until its deadline).
-private func debounced<Action: Sendable, C: Clock<Duration>>(
+/// The instant `duration` from now on `clock`, as the debounce's slot keeps it.
+@usableFromInline
+func debounceDeadline(on clock: any Clock<Duration>, after duration: Duration) -> any Sendable {
+  func deadline<C: Clock<Duration>>(_ clock: C) -> any Sendable {
+    clock.now.advanced(by: duration)
+  }
+  return deadline(clock)
+}
+
+/// A debounce with no pending timer to re-arm: records a new one and returns its sleeping task.
+///
+/// One sleeping task per id, not per debounced effect (a cancelled sleep keeps its memory until
+/// its deadline): restarts move the deadline of the pending one.
+@usableFromInline
+func debounced<Action: Sendable>(
+  _ body: @escaping @concurrent @Sendable (Send<Action>) async -> Void,
+  priority: TaskPriority?,
+  key: CancelKey,
+  duration: Duration,
+  clock: any Clock<Duration>,
+  supervisor: EffectSupervisor
+) -> Effect<Action> {
+  debouncedTimer(
+    body,
+    priority: priority,
+    key: key,
+    duration: duration,
+    clock: clock,
+    supervisor: supervisor
+  )
+}
+
+private func debouncedTimer<Action: Sendable, C: Clock<Duration>>(
   _ body: @escaping @concurrent @Sendable (Send<Action>) async -> Void,
   priority: TaskPriority?,
   key: CancelKey,
@@ -92,10 +130,8 @@ private func debounced<Action: Sendable, C: Clock<Duration>>(
   clock: C,
   supervisor: EffectSupervisor
 ) -> Effect<Action> {
+  // NB: a deadline of its own (not the restart check's): the slot and the task must agree on it.
   let deadline = clock.now.advanced(by: duration)
-  if supervisor.rearmDebounce(key, deadline: deadline, body: body) {
-    return .none
-  }
   let generation = supervisor.armDebounce(key, deadline: deadline, body: body)
   let timer = RunOperation<Action>(priority: priority) { send in
     var target = deadline

@@ -67,8 +67,8 @@ public struct Effect<Action: Sendable>: Sendable {
 /// address-only in every feature's module, where each `Effect` was then copied, switched on and
 /// destroyed through its value witnesses (about a fifth of a `send`).
 @usableFromInline struct RunOperation<Action: Sendable>: Sendable {
-  private var rawPriority: UInt8?
-  var body: @concurrent @Sendable (Send<Action>) async -> Void
+  @usableFromInline var rawPriority: UInt8?
+  @usableFromInline var body: @concurrent @Sendable (Send<Action>) async -> Void
 
   init(priority: TaskPriority?, body: @escaping @concurrent @Sendable (Send<Action>) async -> Void)
   {
@@ -76,7 +76,7 @@ public struct Effect<Action: Sendable>: Sendable {
     self.body = body
   }
 
-  var priority: TaskPriority? {
+  @usableFromInline var priority: TaskPriority? {
     self.rawPriority.map(TaskPriority.init(rawValue:))
   }
 }

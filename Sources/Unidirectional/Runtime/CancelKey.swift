@@ -29,7 +29,7 @@
   }
 
   @usableFromInline func hash(into hasher: inout Hasher) {
-    hasher.combine(self.value.hash)
+    self.value.hash(into: &hasher)
     hasher.combine(self.scope)
   }
 
@@ -63,12 +63,13 @@ func currentCancelScope() -> CancelScope? {
 @usableFromInline class CancelValue: @unchecked Sendable, CustomStringConvertible {
   @usableFromInline init() {}
 
-  /// The identifier's hash, keyed by its type.
+  /// Feeds the identifier and its type to `hasher`.
   ///
-  /// NB: computed, not stored: a stored hash made the box of a one-byte enum identifier (the
-  /// usual `enum CancelID { case timer }`) a 48 B allocation instead of 32, in every armed
-  /// store. It is needed only once a store's identifiers outgrow their inline map.
-  @usableFromInline var hash: Int { 0 }
+  /// NB: hashed on demand, not stored: a stored hash made the box of a one-byte enum identifier
+  /// (the usual `enum CancelID { case timer }`) a 48 B allocation instead of 32, in every armed
+  /// store. It is needed only once a store's identifiers outgrow their inline map, and fed to the
+  /// key's own hasher (no hasher of its own to finalize).
+  @usableFromInline func hash(into hasher: inout Hasher) {}
 
   @usableFromInline func isEqual(to other: CancelValue) -> Bool { false }
 
@@ -87,11 +88,9 @@ final class TypedCancelValue<ID: Hashable & Sendable>: CancelValue,
     super.init()
   }
 
-  @usableFromInline override var hash: Int {
-    var hasher = Hasher()
+  @usableFromInline override func hash(into hasher: inout Hasher) {
     hasher.combine(ObjectIdentifier(ID.self))
     hasher.combine(self.id)
-    return hasher.finalize()
   }
 
   @usableFromInline override func isEqual(to other: CancelValue) -> Bool {

@@ -158,7 +158,21 @@ struct EffectPlanner<Action: Sendable> {
       )
       self.isMarkingForShutdown = wasMarking
 
-    case .concatenate, .queued, .deferred:
+    case .deferred(let make):
+      // NB: here, not in `planOrdered`: planned unspecialized, a debounce restart (a deferred
+      // effect) spent a quarter of its time looking up generic metadata.
+      // The decision reads per-store state; the cancellations named before it must be in.
+      if !self.steps.isEmpty { supervisor.applySteps(&self.steps) }
+      self.plan(
+        make(supervisor),
+        keys: keys,
+        delivery: delivery,
+        supervisor: supervisor,
+        action: action,
+        enqueue: enqueue
+      )
+
+    case .concatenate, .queued:
       self.planOrdered(
         effect,
         keys: keys,
@@ -200,7 +214,7 @@ struct EffectPlanner<Action: Sendable> {
     self.jobs.append(job)
   }
 
-  /// Plans a concatenation, a queued effect or a deferred one.
+  /// Plans a concatenation or a queued effect.
   @usableFromInline
   mutating func planOrdered(
     _ effect: Effect<Action>,
@@ -249,17 +263,6 @@ struct EffectPlanner<Action: Sendable> {
       let ticket = supervisor.enqueue(on: key)
       self.jobs.append(PlanJob(plan: .queued(ticket, plan), delivery: delivery))
 
-    case .deferred(let make):
-      // NB: the decision reads per-store state; the cancellations named before it must be in.
-      if !self.steps.isEmpty { supervisor.applySteps(&self.steps) }
-      self.plan(
-        make(supervisor),
-        keys: keys,
-        delivery: delivery,
-        supervisor: supervisor,
-        action: action,
-        enqueue: enqueue
-      )
     default:
       self.plan(
         effect,

@@ -500,10 +500,23 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   /// via ``armDebounce(_:deadline:body:)``.
   mutating func rearmDebounce(_ key: CancelKey, deadline: any Sendable, body: any Sendable) -> Bool
   {
-    guard let index = self.debounces.index(forKey: key), !self.debounces.values[index].hasFired
-    else { return false }
-    self.debounces.values[index].deadline = deadline
-    self.debounces.values[index].body = body
+    // NB: one access to the slots, in place: through the `debounces` accessor, each of four reads
+    // and writes copied the dictionary or the slot (a fifth of a debounce restart).
+    guard self.occasional.read({ !$0.debounces.isEmpty }, unallocated: false) else { return false }
+    return Self.rearm(&self.occasional.value.debounces, key, deadline: deadline, body: body)
+  }
+
+  private static func rearm(
+    _ debounces: inout [CancelKey: DebounceSlot],
+    _ key: CancelKey,
+    deadline: any Sendable,
+    body: any Sendable
+  ) -> Bool {
+    guard let index = debounces.index(forKey: key), !debounces.values[index].hasFired else {
+      return false
+    }
+    debounces.values[index].deadline = deadline
+    debounces.values[index].body = body
     return true
   }
 

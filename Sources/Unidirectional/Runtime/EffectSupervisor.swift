@@ -531,12 +531,13 @@ import Synchronization
 
   /// Applies the registration steps collected so far (not the jobs), so a decision taken from
   /// per-store state next sees every cancellation the effect named before it.
-  func applySteps(_ steps: inout [PlanStep]) {
+  @usableFromInline func applySteps(_ steps: inout [PlanStep]) {
     var noJobs: [any EffectJob] = []
     self.apply(&steps, jobs: &noJobs)
   }
 
   /// Re-arms the sleeping timer of `key`; `false` if there is none.
+  @usableFromInline
   func rearmDebounce(_ key: CancelKey, deadline: any Sendable, body: any Sendable) -> Bool {
     self.guarded.withLock { $0.machine.rearmDebounce(key, deadline: deadline, body: body) }
   }
