@@ -27,7 +27,7 @@ extension Effect {
   }
 
   /// `effect` registered under `key`.
-  @usableFromInline
+  @inlinable
   static func cancellable(
     _ effect: Self,
     key: CancelKey,

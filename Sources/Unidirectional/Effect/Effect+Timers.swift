@@ -190,7 +190,7 @@ extension Effect {
 extension TimerOperation {
   /// Records `key` as the timer's innermost identifier, if no identifier was folded in yet;
   /// `false` otherwise (then the caller wraps the timer).
-  func fold(_ key: CancelKey, cancelInFlight: Bool) -> Bool {
+  @usableFromInline func fold(_ key: CancelKey, cancelInFlight: Bool) -> Bool {
     guard
       self.claimed.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged
     else { return false }

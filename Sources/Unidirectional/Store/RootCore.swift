@@ -356,7 +356,10 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
 
   /// Applies everything planned for the action just processed and hands its jobs to the root task:
   /// one lock for the whole action.
-  @usableFromInline
+  ///
+  /// NB: inlinable, so it is specialized with the store: generic, it looked up the core's type
+  /// metadata to reach the planner on every action with an effect.
+  @inlinable
   func submitPlanned() {
     defer { if self.planner.holdsScratch { self.planner.returnScratch() } }
     guard let supervisor = self.effects else { return }
