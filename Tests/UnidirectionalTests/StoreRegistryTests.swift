@@ -147,17 +147,20 @@ private func makeRegistry(
     await registry.shutdown(gracePeriod: .seconds(1))
   }
 
-  @Test func anArmedIdleTimerDoesNotKeepADroppedRegistryAliveAndFiresHarmlessly() async throws {
+  @Test func anArmedIdleTimerKeepsNeitherADroppedRegistryNorItsStoresAlive() async throws {
     let clock = TestClock()
     var registry: StoreRegistry<String, SessionLedger>? = makeRegistry(
       idleTimeout: .seconds(300),
       clock: clock
     )
     try await registry?.send(.append(1), to: "alice")
+    weak let store = await registry?.liveStore(for: "alice")
+    #expect(store != nil)
     weak let dropped = registry
     registry = nil
     #expect(dropped == nil)
-    // The entry is still queued on the clock; firing it finds no registry and does nothing.
+    // Its idle timer left the clock's queue with it, and let go of the store.
+    #expect(store == nil)
     await clock.advance(by: .seconds(300))
     #expect(dropped == nil)
   }

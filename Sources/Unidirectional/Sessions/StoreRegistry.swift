@@ -295,7 +295,14 @@ where R.State: Sendable {
   }
 
   deinit {
-    self.guarded.withLock { $0.renewal?.cancel() }
+    let armed = self.guarded.withLock { guarded -> [Entry] in
+      guarded.renewal?.cancel()
+      return guarded.entries.values.filter(\.isIdleTimerArmed)
+    }
+    // NB: the clock's queue holds an armed entry (it is its own idle timer), and the entry its
+    // store: without this, a registry dropped without `shutdown` kept its stores alive until
+    // their idle deadlines.
+    for entry in armed { entry.host.disarm(entry) }
   }
 
   // MARK: - Sending

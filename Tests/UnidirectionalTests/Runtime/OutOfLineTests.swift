@@ -16,6 +16,14 @@ import Testing
     #expect(!fields.isAllocated)
   }
 
+  @Test func aReadGivesTheUnallocatedValueUntilTheFirstWriteThenTheValue() {
+    var fields = OutOfLine<Fields>()
+    #expect(fields.read({ $0.next }, unallocated: -1) == -1)
+    #expect(!fields.isAllocated)
+    fields.value.next = 3
+    #expect(fields.read({ $0.next }, unallocated: -1) == 3)
+  }
+
   @Test func theFirstWriteAllocatesAndLaterWritesLand() {
     var fields = OutOfLine<Fields>()
     fields.value.next += 1

@@ -60,6 +60,44 @@ import Testing
     #expect(map.isEmpty)
   }
 
+  @Test func aMissLeavesEveryShapeAsItWasAndARemovedValueIsReleased() {
+    final class Payload: Sendable {}
+    var map = SmallMap<String, Payload>()
+    weak var first: Payload?
+    do {
+      let payload = Payload()
+      first = payload
+      map.insert(payload, forKey: "a")
+    }
+    // Inline: an update or removal of another key puts the entry back.
+    #expect(map.update("b", { _ in 1 }) == nil && map.removeValue(forKey: "b") == nil)
+    #expect(map.count == 1 && map["a"] === first && first != nil)
+    map.insert(Payload(), forKey: "b")
+    // A dictionary: the same.
+    #expect(map.update("c", { _ in 1 }) == nil && map.removeValue(forKey: "c") == nil)
+    #expect(map.count == 2 && map["a"] === first)
+    // Back inline, then empty: nothing holds the removed values.
+    #expect(map.removeValue(forKey: "a") != nil)
+    #expect(first == nil)
+    map.removeValue(forKey: "b")
+    #expect(map.isEmpty)
+  }
+
+  @Test func aSetOfUnitsGoesBackInlineAtOneAndReportsEmptyAtNone() {
+    let (first, second) = (EffectToken(lifetime: nil), EffectToken(lifetime: nil))
+    var ids = EffectIDs.none
+    ids.insert(first.id)
+    ids.insert(second.id)
+    #expect(ids.count == 2)
+    #expect(ids.remove(first.id) == false)
+    guard case .one(let remaining) = ids else {
+      Issue.record("one id left, but not inline: \(ids)")
+      return
+    }
+    #expect(remaining == second.id && Array(ids) == [second.id])
+    #expect(ids.remove(second.id) == true && ids.count == 0)
+  }
+
   @Test func aMachineWithOneLiveEffectKeepsItsRecordsInline() {
     var machine = EffectStateMachine<String, String, String>()
     let unit = EffectToken(lifetime: nil)
