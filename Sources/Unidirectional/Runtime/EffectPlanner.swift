@@ -59,7 +59,7 @@ struct EffectPlanner<Action: Sendable> {
   @usableFromInline init() {}
 
   /// Whether anything was collected since the last apply.
-  @usableFromInline var isEmpty: Bool {
+  @inlinable var isEmpty: Bool {
     self.steps.isEmpty && self.jobs.isEmpty && self.timers.isEmpty
   }
 
