@@ -104,25 +104,7 @@ func debounceDeadline(on clock: any Clock<Duration>, after duration: Duration) -
 /// One sleeping task per id, not per debounced effect (a cancelled sleep keeps its memory until
 /// its deadline): restarts move the deadline of the pending one.
 @usableFromInline
-func debounced<Action: Sendable>(
-  _ body: @escaping @concurrent @Sendable (Send<Action>) async -> Void,
-  priority: TaskPriority?,
-  key: CancelKey,
-  duration: Duration,
-  clock: any Clock<Duration>,
-  supervisor: EffectSupervisor
-) -> Effect<Action> {
-  debouncedTimer(
-    body,
-    priority: priority,
-    key: key,
-    duration: duration,
-    clock: clock,
-    supervisor: supervisor
-  )
-}
-
-private func debouncedTimer<Action: Sendable, C: Clock<Duration>>(
+func debounced<Action: Sendable, C: Clock<Duration>>(
   _ body: @escaping @concurrent @Sendable (Send<Action>) async -> Void,
   priority: TaskPriority?,
   key: CancelKey,
