@@ -71,11 +71,13 @@ func currentCancelScope() -> CancelScope? {
   /// key's own hasher (no hasher of its own to finalize).
   @usableFromInline func hash(into hasher: inout Hasher) {}
 
+  /// Whether `other` holds an identifier of the same type and value.
   @usableFromInline func isEqual(to other: CancelValue) -> Bool { false }
 
   @usableFromInline var description: String { "" }
 }
 
+/// A ``CancelValue`` of one identifier type.
 // Safety: immutable; `ID` is `Sendable`.
 @usableFromInline
 final class TypedCancelValue<ID: Hashable & Sendable>: CancelValue,
@@ -101,6 +103,10 @@ final class TypedCancelValue<ID: Hashable & Sendable>: CancelValue,
   @usableFromInline override var description: String { "\(self.id)" }
 }
 
+/// Where a child feature's cancellation identifiers live: the `ifLet`/`forEach` element whose
+/// reducer is running.
+///
+/// The element's own key carries the scope it was made in, so scopes nest.
 @usableFromInline final class CancelScope: Hashable, Sendable {
   /// The element: its collection's key path and its identity, in the parent's scope.
   let element: CancelKey
