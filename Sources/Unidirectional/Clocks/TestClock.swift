@@ -55,7 +55,7 @@ public final class TestClock: Clock, Sendable {
   }
 
   /// Everything the clock knows, behind one lock.
-  private struct Timeline: Sendable {
+  fileprivate struct Timeline: Sendable {
     var now: Instant
     var nextSequence = 0
     var sleepers: [Int: Sleeper] = [:]
@@ -71,13 +71,13 @@ public final class TestClock: Clock, Sendable {
     }
   }
 
-  private struct Sleeper: Sendable {
+  fileprivate struct Sleeper: Sendable {
     var deadline: Instant
     var wake: Wake
   }
 
   /// What waking a sleeper does.
-  private enum Wake: Sendable {
+  fileprivate enum Wake: Sendable {
     /// Resumes a sleeping task, then settles the executor it runs on.
     case task(UnsafeContinuation<Void, any Error>, drainer: (any ManualDrainer)?)
     /// Fires an armed timer (``Effect/send(_:after:clock:)``).
@@ -272,23 +272,50 @@ extension TestClock: TimerHost {
   @usableFromInline func arm(_ entry: TimerEntry) {
     self.timeline.withLock { timeline in
       guard !entry.isCancelled else { return }
-      let sequence = timeline.nextSequence
-      timeline.nextSequence += 1
-      entry.sequence = UInt64(sequence)
-      let deadline = Instant(offset: entry.deadline)
-      timeline.sleepers[sequence] = Sleeper(deadline: deadline, wake: .timer(entry))
-      timeline.queue.push(deadline: max(deadline, timeline.now).offset, sequence: sequence)
+      timeline.arm(entry)
     }
   }
 
   @usableFromInline func disarm(_ entry: TimerEntry) {
     self.timeline.withLock { timeline in
-      let sequence = Int(entry.sequence)
-      guard case .timer(let armed) = timeline.sleepers[sequence]?.wake, armed === entry else {
-        return
-      }
-      timeline.sleepers.removeValue(forKey: sequence)
+      guard timeline.isArmed(entry) else { return }
+      timeline.sleepers.removeValue(forKey: Int(entry.sequence))
     }
+  }
+
+  /// Moves an armed timer to `deadline` as if armed anew: it wakes after every sleeper with that
+  /// deadline that slept or was armed before.
+  @usableFromInline func rearm(
+    _ entry: TimerEntry,
+    deadline: Duration,
+    update: (TimerEntry) -> Bool
+  ) -> Bool {
+    self.timeline.withLock { timeline in
+      guard !entry.isCancelled, timeline.isArmed(entry), update(entry) else { return false }
+      // NB: the old heap entry goes stale (its sleeper is gone) and is dropped when it surfaces.
+      timeline.sleepers.removeValue(forKey: Int(entry.sequence))
+      entry.deadline = deadline
+      timeline.arm(entry)
+      return true
+    }
+  }
+}
+
+extension TestClock.Timeline {
+  /// Whether `entry` is armed and has not fired.
+  fileprivate func isArmed(_ entry: TimerEntry) -> Bool {
+    guard case .timer(let armed) = self.sleepers[Int(entry.sequence)]?.wake else { return false }
+    return armed === entry
+  }
+
+  /// Queues `entry` for its deadline, behind every sleeper queued before it.
+  fileprivate mutating func arm(_ entry: TimerEntry) {
+    let sequence = self.nextSequence
+    self.nextSequence += 1
+    entry.sequence = UInt64(sequence)
+    let deadline = TestClock.Instant(offset: entry.deadline)
+    self.sleepers[sequence] = TestClock.Sleeper(deadline: deadline, wake: .timer(entry))
+    self.queue.push(deadline: max(deadline, self.now).offset, sequence: sequence)
   }
 }
 

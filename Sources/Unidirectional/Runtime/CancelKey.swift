@@ -168,6 +168,12 @@ func withCancelScope<R>(_ element: CancelKey, _ body: () -> R) -> R {
     return false
   }
 
+  /// Whether these are `key` and nothing else.
+  func isOnly(_ key: CancelKey) -> Bool {
+    guard case .one(let only) = self.storage else { return false }
+    return only == key
+  }
+
   /// These identifiers and then `key`.
   @usableFromInline func appending(_ key: CancelKey) -> CancelKeys {
     switch self.storage {

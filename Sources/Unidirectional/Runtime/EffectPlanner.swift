@@ -100,6 +100,12 @@ struct EffectPlanner<Action: Sendable> {
       self.jobs.append(job)
 
     case .timer(let timer, let keyed):
+      if keyed, keys.isEmpty, timer.cancelInFlight, timer.interval == nil, !self.lowersTimers,
+        let key = timer.cancelKey, let host = timer.host,
+        self.rearmInPlace(timer, key: key, host: host, supervisor: supervisor)
+      {
+        return
+      }
       let keys = self.foldedKeys(of: timer, keyed: keyed, into: keys)
       guard let host = timer.host, !self.lowersTimers else {
         self.planSleepingTimer(timer, keys: keys, delivery: delivery, action: action)
@@ -182,6 +188,39 @@ struct EffectPlanner<Action: Sendable> {
         enqueue: enqueue
       )
     }
+  }
+
+  /// Re-arms the armed timer under `key` in place with `timer`'s deadline and action, when it can
+  /// (``EffectSupervisor/rearmInPlace(_:flags:host:deadline:lifetime:update:)``): a debounced
+  /// idle timer restarted by every request then cancels nothing and registers nothing.
+  ///
+  /// The cancellations and registrations planned before it are applied first: they may concern
+  /// `key`.
+  @inlinable mutating func rearmInPlace(
+    _ timer: TimerOperation<Action>,
+    key: CancelKey,
+    host: any TimerHost,
+    supervisor: EffectSupervisor
+  ) -> Bool {
+    if !self.steps.isEmpty { supervisor.applySteps(&self.steps) }
+    let action = timer.action
+    let joined = supervisor.rearmInPlace(
+      key,
+      flags: self.isMarkingForShutdown ? UnitFlags.cancelledOnShutdown : 0,
+      host: host,
+      deadline: host.nowOffset + max(timer.delay, .zero),
+      lifetime: self.joinedLifetime()
+    ) { entry in
+      // NB: the exact class: a repeating timer, or another action type's, is not re-armed here.
+      guard ObjectIdentifier(type(of: entry)) == ObjectIdentifier(TimerUnit<Action>.self) else {
+        return false
+      }
+      unsafeDowncast(entry, to: TimerUnit<Action>.self).action = action
+      return true
+    }
+    guard let joined else { return false }
+    if self.lifetime == nil { self.lifetime = joined }
+    return true
   }
 
   /// `keys` and the identifier a `.cancellable` folded into `timer` (when it applies), after

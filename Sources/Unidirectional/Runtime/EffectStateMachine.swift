@@ -153,6 +153,58 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     }
   }
 
+  // MARK: - Re-arming in place
+
+  /// The armed timer that a one-shot timer under `key` alone, cancelling in flight, may take over
+  /// in place (``moveRearmed(_:to:)``), instead of cancelling it and registering a new one.
+  ///
+  /// It is the only unit under `key`, registered under `key` alone, pending (queued in its host,
+  /// not running), neither cancelled nor pinned, and marked ``UnitFlags/cancelledOnShutdown``
+  /// exactly when `flags` is. `nil` otherwise, and whenever the general path has more to do: the
+  /// store has shut down, `key` has a debounce slot, or timers are not cancelled (the mutation
+  /// switch).
+  func rearmCandidate(_ key: CancelKey, flags: UInt8) -> TimerEntry? {
+    guard self.phase == .open, self.cancelsTimers,
+      case .one(let id)? = self.registry[key],
+      self.occasional.read({ $0.debounces[key] == nil }, unallocated: true)
+    else { return nil }
+    return self.effects.read(id) { record -> TimerEntry? in
+      guard case .pending = record.phase, record.pins == 0, record.keys.isOnly(key) else {
+        return nil
+      }
+      let unitFlags = record.unit.loadFlags()
+      let refused = UnitFlags.cancelled | UnitFlags.finished | UnitFlags.lifetimeCancelled
+      guard unitFlags & UnitFlags.timer != 0, unitFlags & refused == 0,
+        unitFlags & UnitFlags.cancelledOnShutdown == flags & UnitFlags.cancelledOnShutdown
+      else { return nil }
+      return unsafeDowncast(record.unit as AnyObject, to: TimerEntry.self)
+    } ?? nil
+  }
+
+  /// Moves a timer its host re-armed in place to `lifetime` (the send that re-armed it): its old
+  /// lifetime loses it, and finishes if it was its last unit (its waiters are returned).
+  mutating func moveRearmed(_ timer: TimerEntry, to lifetime: any EffectUnit) -> Resumptions<Waiter>
+  {
+    var resumptions = Resumptions<Waiter>()
+    let id = timer.id
+    let old = LifetimeID(timer.lifetime)
+    let new = LifetimeID(lifetime)
+    guard old != new else { return resumptions }
+    if self.lifetimes.update(old, { $0.effects.remove(id) }) == true,
+      let record = self.lifetimes.removeValue(forKey: old)
+    {
+      resumptions.append(contentsOf: record.waiters)
+      if !self.origins.isEmpty { self.origins.removeValue(forKey: old) }
+    }
+    timer.owner = lifetime
+    if self.lifetimes.update(new, { $0.effects.insert(id) }) == nil {
+      var record = LifetimeRecord(owner: lifetime)
+      record.effects.insert(id)
+      self.lifetimes.insert(record, forKey: new)
+    }
+    return resumptions
+  }
+
   /// Records what started a lifetime, for test diagnostics.
   mutating func setOrigin(_ origin: EffectOrigin, of lifetime: any EffectUnit) {
     let lifetimeID = LifetimeID(lifetime)
@@ -638,6 +690,12 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   /// The unit registered as `id`, if it has not finished.
   func unit(_ id: EffectID) -> (any EffectUnit)? {
     self.effects[id]?.unit
+  }
+
+  /// The unfinished units under one identifier.
+  func units(under key: CancelKey) -> [any EffectUnit] {
+    guard let ids = self.registry[key] else { return [] }
+    return ids.compactMap { self.effects[$0]?.unit }
   }
 
   /// Units registered and not finished.

@@ -175,6 +175,40 @@ import Synchronization
     timers.removeAll(keepingCapacity: true)
   }
 
+  /// Re-arms the armed timer under `key` in place, instead of cancelling it for a new record.
+  ///
+  /// A one-shot timer under `key` alone that cancels in flight would replace it: its host moves
+  /// it to `deadline` (and `update` gives it the new action), and it joins `lifetime`, the
+  /// send's. The old lifetime finishes if the timer was its last unit.
+  ///
+  /// - Returns: The lifetime the timer joined (a new token when the send had none yet), or `nil`
+  ///   when the timer cannot be re-armed in place (``EffectStateMachine/rearmCandidate(_:flags:)``
+  ///   says when): nothing changed, and the caller cancels and registers as usual.
+  @usableFromInline
+  func rearmInPlace(
+    _ key: CancelKey,
+    flags: UInt8,
+    host: any TimerHost,
+    deadline: Duration,
+    lifetime: (any EffectUnit)?,
+    update: (TimerEntry) -> Bool
+  ) -> (any EffectUnit)? {
+    if let lifetime, lifetime.isLifetimeCancelled { return nil }
+    let (joined, resumptions) = self.guarded.withLock {
+      guarded -> ((any EffectUnit)?, Resumptions<UnsafeContinuation<Void, Never>>) in
+      guard let timer = guarded.machine.rearmCandidate(key, flags: flags), timer.host === host,
+        host.rearm(timer, deadline: deadline, update: update)
+      else { return (nil, Resumptions()) }
+      // NB: a timer that was the first unit of its send stands for that send's lifetime (its
+      // `StoreTask` holds it), so it cannot stand for this one too: a send whose first unit is
+      // the re-armed timer gets a token of its own.
+      let joined = lifetime ?? EffectToken(lifetime: nil)
+      return (joined, guarded.machine.moveRearmed(timer, to: joined))
+    }
+    Self.resume(resumptions)
+    return joined
+  }
+
   /// Records what started a lifetime (test diagnostics).
   func setOrigin(_ origin: EffectOrigin, of lifetime: any EffectUnit) {
     self.guarded.withLock { $0.machine.setOrigin(origin, of: lifetime) }
@@ -612,6 +646,11 @@ import Synchronization
   /// Units registered and not finished.
   var liveCount: Int {
     self.guarded.withLock { $0.machine.liveCount }
+  }
+
+  /// The unfinished units under one identifier.
+  func units(under key: CancelKey) -> [any EffectUnit] {
+    self.guarded.withLock { $0.machine.units(under: key) }
   }
 
   /// Identifiers with at least one unfinished unit.

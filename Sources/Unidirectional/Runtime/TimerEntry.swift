@@ -15,6 +15,13 @@ import Synchronization
 
   /// Removes `entry` if it is queued (its unit was cancelled).
   func disarm(_ entry: TimerEntry)
+
+  /// Moves a queued `entry` to `deadline`, behind every entry armed before, as if it were armed
+  /// anew, after `update` has changed what it sends; `false`, with nothing changed, when it is not
+  /// queued (it fired, or is firing, or was never armed), was cancelled, or `update` refuses it.
+  ///
+  /// `update` runs under the host's lock, while the entry is queued: no firing reads it then.
+  func rearm(_ entry: TimerEntry, deadline: Duration, update: (TimerEntry) -> Bool) -> Bool
 }
 
 /// One armed timer of ``Effect/send(_:after:clock:)`` or ``Effect/send(_:every:clock:)``: a unit of
@@ -28,9 +35,13 @@ import Synchronization
 /// Its base class holds what the hosts need, without the store's `Action` type.
 // Safety: `deadline`, `sequence` and `heapIndex` are read and written only by the entry's host,
 // under the host's lock, or by the one task that popped the entry from the queue (while it is not
-// queued, nothing else touches them). Everything else is immutable or atomic.
+// queued, nothing else touches them). `owner` changes only when the entry is re-armed in place
+// (``EffectStateMachine/moveRearmed(_:to:)``): on the store's executor, under the supervisor's
+// lock; it is read only there (the planner, on the store's executor) or under that lock (the
+// state machine). Everything else is immutable or atomic.
 @usableFromInline class TimerEntry: EffectUnit, @unchecked Sendable {
-  private let owner: (any EffectUnit)?
+  /// The lifetime the entry belongs to; `nil` when it stands for its own.
+  final var owner: (any EffectUnit)?
   /// The host that queues the entry.
   let host: any TimerHost
   /// When the entry fires next, on the host's timeline.
@@ -96,8 +107,10 @@ import Synchronization
 
 /// A ``TimerEntry`` of one store: the action it sends, and the way to its store.
 // Safety: as for `TimerEntry`; the fields added here are immutable.
+// `action` changes only when the entry is re-armed in place, under its host's lock while it is
+// queued; the firing task reads it after popping the entry under that lock.
 @usableFromInline class TimerUnit<Action: Sendable>: TimerEntry, @unchecked Sendable {
-  @usableFromInline let action: Action
+  @usableFromInline final var action: Action
   @usableFromInline let delivery: EffectDelivery<Action>
   @usableFromInline let supervisor: EffectSupervisor
 
@@ -218,14 +231,30 @@ struct TimerQueue {
     self.siftUp(entry.heapIndex)
   }
 
+  /// Moves a queued `entry` to `deadline`, behind every entry with that deadline queued before
+  /// (a new arming order); `false` if it is not queued here.
+  @discardableResult
+  mutating func reschedule(_ entry: TimerEntry, to deadline: Duration) -> Bool {
+    guard self.contains(entry) else { return false }
+    entry.deadline = deadline
+    entry.sequence = self.nextSequence
+    self.nextSequence &+= 1
+    self.siftDown(entry.heapIndex)
+    self.siftUp(entry.heapIndex)
+    return true
+  }
+
+  /// Whether `entry` is queued here.
+  func contains(_ entry: TimerEntry) -> Bool {
+    let index = entry.heapIndex
+    return index >= 0 && index < self.entries.count && self.entries[index] === entry
+  }
+
   /// Removes `entry`; `false` if it was not queued here.
   @discardableResult
   mutating func remove(_ entry: TimerEntry) -> Bool {
-    let index = entry.heapIndex
-    guard index >= 0, index < self.entries.count, self.entries[index] === entry else {
-      return false
-    }
-    self.removeEntry(at: index)
+    guard self.contains(entry) else { return false }
+    self.removeEntry(at: entry.heapIndex)
     return true
   }
 

@@ -54,22 +54,44 @@ final class TimerService<C: Clock<Duration>>: TimerHost {
       // this sees it or the disarm comes after the insert and removes it.
       guard !entry.isCancelled else { return nil }
       state.queue.insert(entry)
-      switch state.driver {
-      case .firing:
-        return nil
-      case .sleeping(let until) where until <= entry.deadline:
-        return nil
-      case .none, .sleeping:
-        state.generation &+= 1
-        state.driver = .sleeping(until: entry.deadline)
-        return state.generation
-      }
+      return Self.wake(&state, for: entry.deadline)
     }
     if let generation { self.startDriver(generation) }
   }
 
   @usableFromInline func disarm(_ entry: TimerEntry) {
     self.state.withLock { _ = $0.queue.remove(entry) }
+  }
+
+  @usableFromInline func rearm(
+    _ entry: TimerEntry,
+    deadline: Duration,
+    update: (TimerEntry) -> Bool
+  ) -> Bool {
+    let (rearmed, generation) = self.state.withLock { state -> (Bool, UInt64?) in
+      guard !entry.isCancelled, state.queue.contains(entry), update(entry) else {
+        return (false, nil)
+      }
+      state.queue.reschedule(entry, to: deadline)
+      return (true, Self.wake(&state, for: deadline))
+    }
+    if let generation { self.startDriver(generation) }
+    return rearmed
+  }
+
+  /// A new driver's generation when an entry now due at `deadline` must wake one: none drives the
+  /// queue, or the one there sleeps past it.
+  private static func wake(_ state: inout State, for deadline: Duration) -> UInt64? {
+    switch state.driver {
+    case .firing:
+      return nil
+    case .sleeping(let until) where until <= deadline:
+      return nil
+    case .none, .sleeping:
+      state.generation &+= 1
+      state.driver = .sleeping(until: deadline)
+      return state.generation
+    }
   }
 
   private func startDriver(_ generation: UInt64) {

@@ -194,11 +194,12 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
       return StoreTask()
     }
     self.process(action, origin: .send)
-    if self.planner.isEmpty {
-      if self.planner.holdsScratch { self.planner.returnScratch() }
-      return StoreTask()
+    if !self.planner.isEmpty {
+      self.submitPlanned()
+    } else if self.planner.holdsScratch {
+      self.planner.returnScratch()
     }
-    self.submitPlanned()
+    // NB: a send whose only effect re-armed a timer in place planned nothing, and has a lifetime.
     guard let lifetime = self.planner.lifetime else { return StoreTask() }
     self.planner.lifetime = nil
     if self.extras?.recordsOrigins == true {

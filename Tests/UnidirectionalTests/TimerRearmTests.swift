@@ -1,0 +1,185 @@
+import Testing
+import UnidirectionalTesting
+
+@testable import Unidirectional
+
+/// A timer re-armed under its identifier (`cancelInFlight: true`), from a send, from an effect of
+/// the same send, or with a different shutdown mark.
+private struct Rearming: Reducer {
+  struct State: Equatable, Sendable {
+    var fired: [Int] = []
+  }
+
+  enum Action: Equatable, Sendable {
+    case arm(Int, markedForShutdown: Bool = false)
+    case armThenRearmFromAnEffect
+    case fired(Int)
+  }
+
+  enum CancelID: Hashable, Sendable { case idle }
+
+  let clock: TestClock
+
+  func reduce(into state: inout State, action: Action) -> Effect<Action> {
+    switch action {
+    case .arm(let value, let marked):
+      let timer = Effect<Action>.send(.fired(value), after: .seconds(10), clock: self.clock)
+        .cancellable(id: CancelID.idle, cancelInFlight: true)
+      return marked ? timer.cancelledOnShutdown() : timer
+    case .armThenRearmFromAnEffect:
+      return .merge(
+        .send(.fired(1), after: .seconds(10), clock: self.clock)
+          .cancellable(id: CancelID.idle, cancelInFlight: true),
+        .run { [clock] send in
+          try await clock.sleep(for: .seconds(5))
+          await send(.arm(2))
+        }
+      )
+    case .fired(let value):
+      state.fired.append(value)
+      return .none
+    }
+  }
+}
+
+@Suite(.timeLimit(.minutes(1))) struct TimerRearmTests {
+  private let key = CancelKey(Rearming.CancelID.idle, scope: nil)
+
+  private func armed(in store: Store<Rearming.State, Rearming.Action>) -> [any EffectUnit] {
+    store.core.supervisor?.units(under: self.key) ?? []
+  }
+
+  @Test func aReArmedTimerKeepsItsRecordAndMovesToTheReArmingSendsTask() async throws {
+    let clock = TestClock()
+    let store = Store(initialState: Rearming.State()) { Rearming(clock: clock) }
+    let first = await store.send(.arm(1))
+    let timer = try #require(self.armed(in: store).first)
+    await clock.advance(by: .seconds(5))
+    let second = await store.send(.arm(2))
+    // One record, re-armed: no new unit, and one sleeper on the clock.
+    #expect(self.armed(in: store).count == 1)
+    #expect(self.armed(in: store).first === timer)
+    #expect(clock.sleeperCount == 1)
+    // The first send's effect was replaced: its task has finished, and cancelling it now does
+    // nothing to the timer the second send owns.
+    #expect(first.isFinished)
+    #expect(!second.isFinished)
+    #expect(first != second)
+    first.cancel()
+    await clock.advance(by: .seconds(9))
+    #expect(await store.state.fired == [])
+    await clock.advance(by: .seconds(1))
+    #expect(await store.state.fired == [2])
+    await second.finish()
+    #expect(store.liveEffectCount == 0)
+    #expect(store.registeredIdentifierCount == 0)
+    await store.shutdown()
+  }
+
+  @Test func cancellingTheReArmingSendsTaskDisarmsTheTimer() async {
+    let clock = TestClock()
+    let store = Store(initialState: Rearming.State()) { Rearming(clock: clock) }
+    await store.send(.arm(1))
+    let second = await store.send(.arm(2))
+    second.cancel()
+    await second.finish()
+    #expect(clock.sleeperCount == 0)
+    #expect(store.liveEffectCount == 0)
+    await clock.advance(by: .seconds(60))
+    #expect(await store.state.fired == [])
+    await store.shutdown()
+  }
+
+  @Test func aTimerReArmedByAnEffectOfItsOwnSendStaysInThatSendsTask() async throws {
+    // On a manual executor, so each clock advance settles the effect it wakes.
+    let clock = TestClock()
+    let executor = ManualExecutor()
+    let store = Store(
+      initialState: Rearming.State(),
+      reducer: Rearming(clock: clock),
+      configuration: StoreConfiguration(executorPreference: executor)
+    )
+    defer { tearDown(store, on: executor) }
+    let task = await executor.perform { await store.send(.armThenRearmFromAnEffect) }
+    executor.drainUntilIdle()
+    let timer = try #require(self.armed(in: store).first)
+    await clock.advance(by: .seconds(5))
+    // The effect's `.arm(2)` re-armed the timer in place, in the lifetime it already belongs to:
+    // the send's task waits for it.
+    #expect(await executor.perform { await store.state.fired } == [])
+    #expect(self.armed(in: store).first === timer)
+    #expect(!task.isFinished)
+    await clock.advance(by: .seconds(9))
+    #expect(await executor.perform { await store.state.fired } == [])
+    #expect(!task.isFinished)
+    await clock.advance(by: .seconds(1))
+    #expect(await executor.perform { await store.state.fired } == [2])
+    #expect(task.isFinished)
+    #expect(store.liveEffectCount == 0)
+  }
+
+  @Test func aTimerWithAnotherShutdownMarkIsReplacedAndCarriesTheNewMark() async throws {
+    let clock = TestClock()
+    let store = Store(initialState: Rearming.State()) { Rearming(clock: clock) }
+    await store.send(.arm(1))
+    let unmarked = try #require(self.armed(in: store).first)
+    await store.send(.arm(2, markedForShutdown: true))
+    let marked = try #require(self.armed(in: store).first)
+    #expect(marked !== unmarked)
+    #expect(unmarked.isCancelled)
+    #expect(marked.loadFlags() & UnitFlags.cancelledOnShutdown != 0)
+    // Re-armed with the same mark, in place; the mark stays.
+    await store.send(.arm(3, markedForShutdown: true))
+    #expect(self.armed(in: store).first === marked)
+    #expect(marked.loadFlags() & UnitFlags.cancelledOnShutdown != 0)
+    await clock.advance(by: .seconds(10))
+    #expect(await store.state.fired == [3])
+    await store.shutdown()
+  }
+
+  @Test func aTimerThatFiredIsNotReArmedButReplaced() async throws {
+    let clock = TestClock()
+    let store = Store(initialState: Rearming.State()) { Rearming(clock: clock) }
+    await store.send(.arm(1))
+    let first = try #require(self.armed(in: store).first)
+    await clock.advance(by: .seconds(10))
+    #expect(await store.state.fired == [1])
+    await store.send(.arm(2))
+    #expect(self.armed(in: store).first !== first)
+    await clock.advance(by: .seconds(10))
+    #expect(await store.state.fired == [1, 2])
+    await store.shutdown()
+  }
+
+  @Test func aHostRefusesToReArmWhatItDoesNotHold() async {
+    // A disarmed entry, and an entry that fired, are not queued: re-arming them changes nothing.
+    let clock = TestClock()
+    let host: any TimerHost = clock
+    let entry = TimerEntry(lifetime: nil, host: host, deadline: .seconds(1))
+    #expect(!host.rearm(entry, deadline: .seconds(2), update: { _ in true }))
+    host.arm(entry)
+    #expect(!host.rearm(entry, deadline: .seconds(2), update: { _ in false }))
+    #expect(host.rearm(entry, deadline: .seconds(2), update: { _ in true }))
+    #expect(entry.deadline == .seconds(2))
+    host.disarm(entry)
+    #expect(!host.rearm(entry, deadline: .seconds(3), update: { _ in true }))
+    #expect(clock.sleeperCount == 0)
+
+    var queue = TimerQueue()
+    let queued = TimerEntry(lifetime: nil, host: host, deadline: .seconds(5))
+    let other = TimerEntry(lifetime: nil, host: host, deadline: .seconds(5))
+    let missed = queue.reschedule(queued, to: .seconds(1))
+    #expect(!missed)
+    queue.insert(queued)
+    queue.insert(other)
+    // Moved to the same deadline as `other`, it now comes after it: re-arming is arming anew.
+    let moved = queue.reschedule(queued, to: .seconds(5))
+    #expect(moved)
+    let firstOut = queue.popFirst()
+    let secondOut = queue.popFirst()
+    #expect(firstOut === other)
+    #expect(secondOut === queued)
+    let movedAfterPopping = queue.reschedule(queued, to: .seconds(1))
+    #expect(!movedAfterPopping)
+  }
+}
