@@ -14,6 +14,8 @@ private struct Timers: Reducer {
 
   enum Action: Sendable {
     case arm(generation: Int, id: Int, delay: Duration, cancelInFlight: Bool)
+    /// A debounced `.run` that sends `.fired`: a timer record until its deadline, then a task.
+    case debounce(generation: Int, id: Int, delay: Duration)
     case cancel(id: Int)
     case fired(generation: Int)
   }
@@ -30,6 +32,11 @@ private struct Timers: Reducer {
       state.live[id, default: []].append(generation)
       return .send(.fired(generation: generation), after: delay, clock: self.clock)
         .cancellable(id: id, cancelInFlight: cancelInFlight)
+    case .debounce(let generation, let id, let delay):
+      state.cancelled.formUnion(state.live[id] ?? [])
+      state.live[id] = [generation]
+      return .run { send in await send(.fired(generation: generation)) }
+        .debounce(id: id, for: delay, clock: self.clock)
     case .cancel(let id):
       state.cancelled.formUnion(state.live[id] ?? [])
       state.live[id] = []
@@ -110,8 +117,9 @@ private func runModel(
     #expect(mismatches == 3)
   }
 
-  /// Four concurrent drivers arm, re-arm and cancel timers of 0–200 µs on the continuous clock,
-  /// so cancellations race firings; then the store shuts down with timers armed.
+  /// Four concurrent drivers arm, re-arm, debounce and cancel timers of 0–200 µs on the continuous
+  /// clock, so cancellations and re-arms race firings; then the store shuts down with timers
+  /// armed.
   private func race(seed: UInt64, configuration: StoreConfiguration) async -> Timers.State {
     let store = Store(
       initialState: Timers.State(),
@@ -137,10 +145,12 @@ private func runModel(
               await store.send(
                 .arm(generation: generation, id: id, delay: delay, cancelInFlight: false)
               )
-            case 8..<14:
+            case 8..<12:
               await store.send(
                 .arm(generation: generation, id: id, delay: delay, cancelInFlight: true)
               )
+            case 12..<15:
+              await store.send(.debounce(generation: generation, id: id, delay: delay))
             default:
               await store.send(.cancel(id: id))
             }

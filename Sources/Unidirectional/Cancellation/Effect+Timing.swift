@@ -18,20 +18,38 @@ extension Effect {
   ) -> Self {
     let body: @concurrent @Sendable (Send<Action>) async -> Void
     let priority: TaskPriority?
+    let host = timerHost(for: clock)
     switch self.operation {
     case .none:
       // NB: a debounced `.none` still replaces the pending effect, like any newer one.
       return .cancel(id: id)
     case .run(let run):
+      if let host {
+        // A timer record that starts the effect at its deadline; a newer one re-arms it in place.
+        return Self(
+          operation: .timer(
+            TimerOperation(run: run, delay: duration, clock: clock, host: host),
+            keyed: false
+          )
+        )
+        .cancellable(id: id, cancelInFlight: true)
+      }
       body = run.body
       priority = run.priority
     case .send(let action):
+      if host != nil {
+        // A timer record that sends the action at its deadline; a newer one re-arms it in place.
+        return .send(action, after: duration, clock: clock)
+          .cancellable(id: id, cancelInFlight: true)
+      }
       body = { send in await send(action) }
       priority = nil
     default:
       return Effect.concatenate(.run { _ in try await clock.sleep(for: duration) }, self)
         .cancellable(id: id, cancelInFlight: true)
     }
+    // A clock with no timer queue: one sleeping task per id, whose deadline and body a newer
+    // debounced effect replaces.
     let key = CancelKey(id)
     // NB: inlinable, so a restart (the common case: a new deadline and body for the pending
     // timer) is specialized for the feature's action; planned generically, a quarter of it was

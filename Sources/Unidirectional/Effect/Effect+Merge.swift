@@ -119,14 +119,7 @@ extension Effect {
     case .send(let action):
       return .send(transform(action))
     case .run(let run):
-      let body = run.body
-      return Effect<NewAction>(
-        operation: .run(
-          RunOperation(priority: run.priority) { send in
-            await body(Send { action in await send(transform(action)) })
-          }
-        )
-      )
+      return Effect<NewAction>(operation: .run(run.map(transform)))
     case .timer(let timer, let keyed):
       return Effect<NewAction>(operation: .timer(timer.map(transform, keyed: keyed), keyed: keyed))
     case .cancel(let keys):

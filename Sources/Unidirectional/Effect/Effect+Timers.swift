@@ -125,7 +125,8 @@ extension Effect {
 // `claimed`, before the effect that reads them (`keyed: true`) exists; everything else is
 // immutable.
 @usableFromInline final class TimerOperation<Action: Sendable>: @unchecked Sendable {
-  @usableFromInline let action: Action
+  /// What the timer does at its deadline.
+  @usableFromInline let payload: TimerPayload<Action>
   /// The time until the first firing.
   @usableFromInline let delay: Duration
   /// The time between firings; `nil` for a one-shot timer.
@@ -143,15 +144,26 @@ extension Effect {
 
   @usableFromInline
   init(action: Action, delay: Duration, interval: Duration?, clock: any Clock<Duration>) {
-    self.action = action
+    self.payload = .send(action)
     self.delay = delay
     self.interval = interval
     self.clock = clock
     self.host = timerHost(for: clock)
   }
 
+  /// A one-shot timer that starts `run` at its deadline (a debounced `.run`).
+  @usableFromInline
+  init(run: RunOperation<Action>, delay: Duration, clock: any Clock<Duration>, host: any TimerHost)
+  {
+    self.payload = .run(run)
+    self.delay = delay
+    self.interval = nil
+    self.clock = clock
+    self.host = host
+  }
+
   private init(
-    action: Action,
+    payload: TimerPayload<Action>,
     delay: Duration,
     interval: Duration?,
     clock: any Clock<Duration>,
@@ -159,7 +171,7 @@ extension Effect {
     cancelKey: CancelKey?,
     cancelInFlight: Bool
   ) {
-    self.action = action
+    self.payload = payload
     self.delay = delay
     self.interval = interval
     self.clock = clock
@@ -172,11 +184,16 @@ extension Effect {
   /// The same timer, sending a transformed action; with its folded identifier when `keyed` (an
   /// unkeyed effect must not read it: another thread may be folding one in).
   func map<NewAction: Sendable>(
-    _ transform: (Action) -> NewAction,
+    _ transform: @escaping @Sendable (Action) -> NewAction,
     keyed: Bool
   ) -> TimerOperation<NewAction> {
-    TimerOperation<NewAction>(
-      action: transform(self.action),
+    let payload: TimerPayload<NewAction>
+    switch self.payload {
+    case .send(let action): payload = .send(transform(action))
+    case .run(let run): payload = .run(run.map(transform))
+    }
+    return TimerOperation<NewAction>(
+      payload: payload,
       delay: self.delay,
       interval: self.interval,
       clock: self.clock,
@@ -202,13 +219,39 @@ extension TimerOperation {
   /// The timer as a task that sleeps on the clock: for clocks with no timer queue, and where a
   /// timer runs inside an ordered step (a `concatenate` or a queued effect) or outside a store.
   var asRun: RunOperation<Action> {
-    let action = self.action
     let delay = self.delay
     let interval = self.interval
     let clock = self.clock
-    return RunOperation(priority: nil) { send in
-      await sleepingTimer(action, delay: delay, interval: interval, clock: clock, send: send)
+    switch self.payload {
+    case .send(let action):
+      return RunOperation(priority: nil) { send in
+        await sleepingTimer(action, delay: delay, interval: interval, clock: clock, send: send)
+      }
+    case .run(let run):
+      let body = run.body
+      return RunOperation(priority: run.priority) { send in
+        guard await sleep(for: delay, on: clock) else { return }
+        await body(send)
+      }
     }
+  }
+}
+
+/// What a timer does at its deadline.
+@usableFromInline enum TimerPayload<Action: Sendable>: Sendable {
+  /// Sends the action (``Effect/send(_:after:clock:)``, ``Effect/send(_:every:clock:)``).
+  case send(Action)
+  /// Starts the effect, as a task of its own (a debounced `.run`).
+  case run(RunOperation<Action>)
+}
+
+/// Sleeps for `delay` (none if it is not positive) on `clock`; `false` when cancelled.
+private func sleep<C: Clock<Duration>>(for delay: Duration, on clock: C) async -> Bool {
+  do {
+    try await clock.sleep(until: clock.now.advanced(by: max(delay, .zero)), tolerance: nil)
+    return true
+  } catch {
+    return false
   }
 }
 

@@ -79,6 +79,16 @@ public struct Effect<Action: Sendable>: Sendable {
   @usableFromInline var priority: TaskPriority? {
     self.rawPriority.map(TaskPriority.init(rawValue:))
   }
+
+  /// The same work, its actions transformed.
+  func map<NewAction: Sendable>(
+    _ transform: @escaping @Sendable (Action) -> NewAction
+  ) -> RunOperation<NewAction> {
+    let body = self.body
+    return RunOperation<NewAction>(priority: self.priority) { send in
+      await body(Send { action in await send(transform(action)) })
+    }
+  }
 }
 
 // MARK: - Creating effects

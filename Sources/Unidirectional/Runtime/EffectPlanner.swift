@@ -203,7 +203,7 @@ struct EffectPlanner<Action: Sendable> {
     supervisor: EffectSupervisor
   ) -> Bool {
     if !self.steps.isEmpty { supervisor.applySteps(&self.steps) }
-    let action = timer.action
+    let payload = timer.payload
     let joined = supervisor.rearmInPlace(
       key,
       flags: self.isMarkingForShutdown ? UnitFlags.cancelledOnShutdown : 0,
@@ -211,11 +211,17 @@ struct EffectPlanner<Action: Sendable> {
       deadline: host.nowOffset + max(timer.delay, .zero),
       lifetime: self.joinedLifetime()
     ) { entry in
-      // NB: the exact class: a repeating timer, or another action type's, is not re-armed here.
-      guard ObjectIdentifier(type(of: entry)) == ObjectIdentifier(TimerUnit<Action>.self) else {
-        return false
+      // NB: the exact class: a repeating timer, another action type's, or one that sends where
+      // this one runs an effect (or the other way round), is not re-armed here.
+      let type = ObjectIdentifier(type(of: entry))
+      switch payload {
+      case .send(let action):
+        guard type == ObjectIdentifier(TimerUnit<Action>.self) else { return false }
+        unsafeDowncast(entry, to: TimerUnit<Action>.self).action = action
+      case .run(let run):
+        guard type == ObjectIdentifier(DelayedRunUnit<Action>.self) else { return false }
+        unsafeDowncast(entry, to: DelayedRunUnit<Action>.self).run = run
       }
-      unsafeDowncast(entry, to: TimerUnit<Action>.self).action = action
       return true
     }
     guard let joined else { return false }

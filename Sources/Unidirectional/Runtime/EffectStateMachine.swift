@@ -181,6 +181,16 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     } ?? nil
   }
 
+  /// The identifiers of `timer` if it is registered, pending and not cancelled (it fired and may
+  /// start its effect); `nil` otherwise.
+  func keysOfPendingTimer(_ timer: TimerEntry) -> CancelKeys? {
+    guard !timer.isCancelled else { return nil }
+    return self.effects.read(timer.id) { record -> CancelKeys? in
+      guard case .pending = record.phase else { return nil }
+      return record.keys
+    } ?? nil
+  }
+
   /// Moves a timer its host re-armed in place to `lifetime` (the send that re-armed it): its old
   /// lifetime loses it, and finishes if it was its last unit (its waiters are returned).
   mutating func moveRearmed(_ timer: TimerEntry, to lifetime: any EffectUnit) -> Resumptions<Waiter>

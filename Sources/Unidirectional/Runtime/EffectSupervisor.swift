@@ -209,6 +209,37 @@ import Synchronization
     return joined
   }
 
+  /// Starts the effect of a timer that fired (``DelayedRunUnit``): the job `makeJob` makes, in
+  /// the timer's lifetime, takes the timer's place under its identifiers, and its task starts.
+  ///
+  /// A timer cancelled meanwhile (its identifier, its lifetime, shutdown) starts nothing.
+  func startFired<Action: Sendable>(
+    _ timer: TimerEntry,
+    makeJob: (any EffectUnit) -> RunJob<Action>
+  ) {
+    let started = self.guarded.withLock {
+      guarded -> (RunJob<Action>, Machine.Submission, Resumptions<UnsafeContinuation<Void, Never>>)?
+      in
+      guard let keys = guarded.machine.keysOfPendingTimer(timer) else { return nil }
+      // NB: made under the lock: the timer's lifetime changes only under it (a re-arm in place).
+      let job = makeJob(timer.lifetime)
+      job.insertFlags(timer.loadFlags() & UnitFlags.cancelledOnShutdown)
+      // The job joins the lifetime before the timer leaves it, so the lifetime does not end.
+      guarded.machine.register(job, keys: keys)
+      var resumptions = Resumptions<UnsafeContinuation<Void, Never>>()
+      if case .finished(let finished) = guarded.machine.finish(timer.id) {
+        resumptions = finished
+      }
+      return (job, guarded.machine.submit([job]), resumptions)
+    }
+    guard let (job, submission, resumptions) = started else { return }
+    Self.resume(resumptions)
+    switch submission {
+    case .run: job.startTask(on: self)
+    case .abandon: job.abandon(on: self)
+    }
+  }
+
   /// Records what started a lifetime (test diagnostics).
   func setOrigin(_ origin: EffectOrigin, of lifetime: any EffectUnit) {
     self.guarded.withLock { $0.machine.setOrigin(origin, of: lifetime) }
@@ -641,6 +672,11 @@ import Synchronization
   /// No unit is live and no effect task is alive.
   var isIdle: Bool {
     self.guarded.withLock { $0.machine.isIdle }
+  }
+
+  /// Effect tasks started and not ended.
+  var liveTaskCount: Int {
+    self.guarded.withLock { $0.machine.liveJobs }
   }
 
   /// Units registered and not finished.

@@ -114,7 +114,8 @@ import Synchronization
   @usableFromInline let delivery: EffectDelivery<Action>
   @usableFromInline let supervisor: EffectSupervisor
 
-  /// The unit of `timer`: a ``RepeatingTimerUnit`` when it repeats.
+  /// The unit of `timer`: a ``RepeatingTimerUnit`` when it repeats, a ``DelayedRunUnit`` when it
+  /// starts an effect.
   ///
   /// NB: inlinable, so it is specialized with the planner for the store's action: the generic
   /// version looked up the unit's type metadata at run time for every armed timer.
@@ -124,41 +125,53 @@ import Synchronization
     host: any TimerHost,
     delivery: EffectDelivery<Action>,
     supervisor: EffectSupervisor
-  ) -> TimerUnit {
-    if let interval = timer.interval {
-      return RepeatingTimerUnit(
+  ) -> TimerEntry {
+    let deadline = host.nowOffset + max(timer.delay, .zero)
+    switch timer.payload {
+    case .send(let action):
+      if let interval = timer.interval {
+        return RepeatingTimerUnit(
+          lifetime: lifetime,
+          action: action,
+          interval: interval,
+          host: host,
+          deadline: deadline,
+          delivery: delivery,
+          supervisor: supervisor
+        )
+      }
+      return TimerUnit(
         lifetime: lifetime,
-        timer: timer,
-        interval: interval,
+        action: action,
         host: host,
+        deadline: deadline,
+        delivery: delivery,
+        supervisor: supervisor
+      )
+    case .run(let run):
+      return DelayedRunUnit(
+        lifetime: lifetime,
+        run: run,
+        host: host,
+        deadline: deadline,
         delivery: delivery,
         supervisor: supervisor
       )
     }
-    return TimerUnit(
-      lifetime: lifetime,
-      timer: timer,
-      host: host,
-      delivery: delivery,
-      supervisor: supervisor
-    )
   }
 
   @inlinable init(
     lifetime: (any EffectUnit)?,
-    timer: TimerOperation<Action>,
+    action: Action,
     host: any TimerHost,
+    deadline: Duration,
     delivery: EffectDelivery<Action>,
     supervisor: EffectSupervisor
   ) {
-    self.action = timer.action
+    self.action = action
     self.delivery = delivery
     self.supervisor = supervisor
-    super.init(
-      lifetime: lifetime,
-      host: host,
-      deadline: host.nowOffset + max(timer.delay, .zero)
-    )
+    super.init(lifetime: lifetime, host: host, deadline: deadline)
   }
 
   override func fire(on host: any TimerHost) async {
@@ -188,17 +201,19 @@ final class RepeatingTimerUnit<Action: Sendable>: TimerUnit<Action>, @unchecked 
 
   @inlinable init(
     lifetime: (any EffectUnit)?,
-    timer: TimerOperation<Action>,
+    action: Action,
     interval: Duration,
     host: any TimerHost,
+    deadline: Duration,
     delivery: EffectDelivery<Action>,
     supervisor: EffectSupervisor
   ) {
     self.period = interval
     super.init(
       lifetime: lifetime,
-      timer: timer,
+      action: action,
       host: host,
+      deadline: deadline,
       delivery: delivery,
       supervisor: supervisor
     )
@@ -206,6 +221,48 @@ final class RepeatingTimerUnit<Action: Sendable>: TimerUnit<Action>, @unchecked 
 
   override var interval: Duration {
     self.period
+  }
+}
+
+/// A timer that starts an effect at its deadline (a debounced `.run`): a record in its clock's
+/// queue while it waits, a task only once it fires.
+///
+/// Firing hands the unit's place to a ``RunJob`` for the effect, in the same lifetime and under
+/// the same identifiers (``EffectSupervisor/startFired(_:makeJob:)``), so the effect stays
+/// cancellable as one; a newer debounced effect re-arms a waiting one in place, with its own
+/// effect.
+// Safety: as for `TimerEntry`; `run` changes only when the entry is re-armed in place, under its
+// host's lock while it is queued, and is read by the firing task after it popped the entry.
+@usableFromInline
+final class DelayedRunUnit<Action: Sendable>: TimerEntry, @unchecked Sendable {
+  @usableFromInline final var run: RunOperation<Action>
+  @usableFromInline let delivery: EffectDelivery<Action>
+  @usableFromInline let supervisor: EffectSupervisor
+
+  @inlinable init(
+    lifetime: (any EffectUnit)?,
+    run: RunOperation<Action>,
+    host: any TimerHost,
+    deadline: Duration,
+    delivery: EffectDelivery<Action>,
+    supervisor: EffectSupervisor
+  ) {
+    self.run = run
+    self.delivery = delivery
+    self.supervisor = supervisor
+    super.init(lifetime: lifetime, host: host, deadline: deadline)
+  }
+
+  override func fire(on host: any TimerHost) async {
+    if self.isCancelled { return }
+    let (run, delivery) = (self.run, self.delivery)
+    self.supervisor.startFired(self) { lifetime in
+      RunJob(lifetime: lifetime, operation: run, delivery: delivery, action: nil)
+    }
+  }
+
+  override var drainer: (any ManualDrainer)? {
+    self.supervisor.drainer
   }
 }
 

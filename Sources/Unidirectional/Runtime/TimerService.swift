@@ -148,7 +148,7 @@ let suspendingTimers = TimerService(clock: SuspendingClock())
 /// runs as a sleeping task.
 ///
 /// NB: compares metadata before casting: a dynamic cast per armed timer showed in profiles.
-func timerHost(for clock: any Clock<Duration>) -> (any TimerHost)? {
+@usableFromInline func timerHost(for clock: any Clock<Duration>) -> (any TimerHost)? {
   let type = ObjectIdentifier(Swift.type(of: clock))
   if type == ObjectIdentifier(ContinuousClock.self) { return continuousTimers }
   if type == ObjectIdentifier(TestClock.self) { return clock as? TestClock }
