@@ -28,7 +28,7 @@ extension Effect {
         // A timer record that starts the effect at its deadline; a newer one re-arms it in place.
         return Self(
           operation: .timer(
-            TimerOperation(run: run, delay: duration, clock: clock, host: host),
+            RunTimerOperation(run: run, delay: duration, clock: clock, host: host),
             keyed: false
           )
         )

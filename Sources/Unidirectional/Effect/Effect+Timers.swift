@@ -41,7 +41,7 @@ extension Effect {
   ) -> Self {
     Self(
       operation: .timer(
-        TimerOperation(action: action, delay: delay, interval: nil, clock: clock),
+        SendTimerOperation(action: action, delay: delay, interval: nil, clock: clock),
         keyed: false
       )
     )
@@ -106,7 +106,7 @@ extension Effect {
     }
     return Self(
       operation: .timer(
-        TimerOperation(action: action, delay: interval, interval: interval, clock: clock),
+        SendTimerOperation(action: action, delay: interval, interval: interval, clock: clock),
         keyed: false
       )
     )
@@ -124,82 +124,154 @@ extension Effect {
 // Safety: `cancelKey` and `cancelInFlight` are written once, by the one caller of `fold` that wins
 // `claimed`, before the effect that reads them (`keyed: true`) exists; everything else is
 // immutable.
-@usableFromInline final class TimerOperation<Action: Sendable>: @unchecked Sendable {
-  /// What the timer does at its deadline.
-  @usableFromInline let payload: TimerPayload<Action>
+@usableFromInline class TimerOperation<Action: Sendable>: @unchecked Sendable {
   /// The time until the first firing.
-  @usableFromInline let delay: Duration
+  @usableFromInline final let delay: Duration
   /// The time between firings; `nil` for a one-shot timer.
-  @usableFromInline let interval: Duration?
-  let clock: any Clock<Duration>
+  @usableFromInline final let interval: Duration?
+  final let clock: any Clock<Duration>
   /// The timer queue of `clock`, or `nil` when the timer runs as a sleeping task.
-  @usableFromInline let host: (any TimerHost)?
+  @usableFromInline final let host: (any TimerHost)?
+  /// Whether the timer starts an effect (a ``RunTimerOperation``) rather than sending an action
+  /// (a ``SendTimerOperation``).
+  @usableFromInline final let startsEffect: Bool
   /// Whether an identifier was folded in (``fold(_:cancelInFlight:into:)``).
   private let claimed = Atomic(false)
   /// The identifier of the innermost `.cancellable(id:cancelInFlight:)`, folded in; it applies
   /// only to an effect made with `keyed: true`.
-  @usableFromInline private(set) var cancelKey: CancelKey?
+  @usableFromInline final private(set) var cancelKey: CancelKey?
   /// Whether that `.cancellable` cancels in-flight effects first.
-  @usableFromInline private(set) var cancelInFlight = false
+  @usableFromInline final private(set) var cancelInFlight = false
 
   @usableFromInline
-  init(action: Action, delay: Duration, interval: Duration?, clock: any Clock<Duration>) {
-    self.payload = .send(action)
-    self.delay = delay
-    self.interval = interval
-    self.clock = clock
-    self.host = timerHost(for: clock)
-  }
-
-  /// A one-shot timer that starts `run` at its deadline (a debounced `.run`).
-  @usableFromInline
-  init(run: RunOperation<Action>, delay: Duration, clock: any Clock<Duration>, host: any TimerHost)
-  {
-    self.payload = .run(run)
-    self.delay = delay
-    self.interval = nil
-    self.clock = clock
-    self.host = host
-  }
-
-  private init(
-    payload: TimerPayload<Action>,
+  init(
     delay: Duration,
     interval: Duration?,
     clock: any Clock<Duration>,
     host: (any TimerHost)?,
-    cancelKey: CancelKey?,
-    cancelInFlight: Bool
+    startsEffect: Bool,
+    cancelKey: CancelKey? = nil,
+    cancelInFlight: Bool = false
   ) {
-    self.payload = payload
     self.delay = delay
     self.interval = interval
     self.clock = clock
     self.host = host
+    self.startsEffect = startsEffect
     self.cancelKey = cancelKey
     self.cancelInFlight = cancelInFlight
-    self.claimed.store(cancelKey != nil, ordering: .relaxed)
+    if cancelKey != nil { self.claimed.store(true, ordering: .relaxed) }
+  }
+
+  /// The action the timer sends; `nil` when it starts ``run`` instead.
+  ///
+  /// NB: the payload is a subclass's, not an `Action?` here: the optional's metadata was looked up
+  /// at run time in every deinit, and an enum of both payloads was copied through runtime
+  /// witnesses (a seventh of a re-arm, together).
+  @inlinable final var action: Action? {
+    self.startsEffect ? nil : unsafeDowncast(self, to: SendTimerOperation<Action>.self).payload
+  }
+
+  /// The effect the timer starts at its deadline (a debounced `.run`); `nil` when it sends.
+  @inlinable final var run: RunOperation<Action>? {
+    self.startsEffect ? unsafeDowncast(self, to: RunTimerOperation<Action>.self).payload : nil
   }
 
   /// The same timer, sending a transformed action; with its folded identifier when `keyed` (an
   /// unkeyed effect must not read it: another thread may be folding one in).
-  func map<NewAction: Sendable>(
+  final func map<NewAction: Sendable>(
     _ transform: @escaping @Sendable (Action) -> NewAction,
     keyed: Bool
   ) -> TimerOperation<NewAction> {
-    let payload: TimerPayload<NewAction>
-    switch self.payload {
-    case .send(let action): payload = .send(transform(action))
-    case .run(let run): payload = .run(run.map(transform))
+    let cancelKey = keyed ? self.cancelKey : nil
+    let cancelInFlight = keyed && self.cancelInFlight
+    if let run = self.run {
+      return RunTimerOperation(
+        run: run.map(transform),
+        delay: self.delay,
+        clock: self.clock,
+        host: self.host,
+        cancelKey: cancelKey,
+        cancelInFlight: cancelInFlight
+      )
     }
-    return TimerOperation<NewAction>(
-      payload: payload,
+    return SendTimerOperation(
+      action: transform(self.action.unsafelyUnwrapped),
       delay: self.delay,
       interval: self.interval,
       clock: self.clock,
       host: self.host,
-      cancelKey: keyed ? self.cancelKey : nil,
-      cancelInFlight: keyed && self.cancelInFlight
+      cancelKey: cancelKey,
+      cancelInFlight: cancelInFlight
+    )
+  }
+}
+
+/// A timer that sends an action.
+// Safety: as for `TimerOperation`; the field added here is immutable.
+@usableFromInline
+final class SendTimerOperation<Action: Sendable>: TimerOperation<Action>, @unchecked Sendable {
+  @usableFromInline let payload: Action
+
+  @usableFromInline
+  init(
+    action: Action,
+    delay: Duration,
+    interval: Duration?,
+    clock: any Clock<Duration>,
+    host: (any TimerHost)?,
+    cancelKey: CancelKey? = nil,
+    cancelInFlight: Bool = false
+  ) {
+    self.payload = action
+    super.init(
+      delay: delay,
+      interval: interval,
+      clock: clock,
+      host: host,
+      startsEffect: false,
+      cancelKey: cancelKey,
+      cancelInFlight: cancelInFlight
+    )
+  }
+
+  @usableFromInline
+  convenience init(action: Action, delay: Duration, interval: Duration?, clock: any Clock<Duration>)
+  {
+    self.init(
+      action: action,
+      delay: delay,
+      interval: interval,
+      clock: clock,
+      host: timerHost(for: clock)
+    )
+  }
+}
+
+/// A one-shot timer that starts an effect at its deadline (a debounced `.run`).
+// Safety: as for `TimerOperation`; the field added here is immutable.
+@usableFromInline
+final class RunTimerOperation<Action: Sendable>: TimerOperation<Action>, @unchecked Sendable {
+  @usableFromInline let payload: RunOperation<Action>
+
+  @usableFromInline
+  init(
+    run: RunOperation<Action>,
+    delay: Duration,
+    clock: any Clock<Duration>,
+    host: (any TimerHost)?,
+    cancelKey: CancelKey? = nil,
+    cancelInFlight: Bool = false
+  ) {
+    self.payload = run
+    super.init(
+      delay: delay,
+      interval: nil,
+      clock: clock,
+      host: host,
+      startsEffect: true,
+      cancelKey: cancelKey,
+      cancelInFlight: cancelInFlight
     )
   }
 }
@@ -222,27 +294,18 @@ extension TimerOperation {
     let delay = self.delay
     let interval = self.interval
     let clock = self.clock
-    switch self.payload {
-    case .send(let action):
-      return RunOperation(priority: nil) { send in
-        await sleepingTimer(action, delay: delay, interval: interval, clock: clock, send: send)
-      }
-    case .run(let run):
+    if let run = self.run {
       let body = run.body
       return RunOperation(priority: run.priority) { send in
         guard await sleep(for: delay, on: clock) else { return }
         await body(send)
       }
     }
+    let action = self.action.unsafelyUnwrapped
+    return RunOperation(priority: nil) { send in
+      await sleepingTimer(action, delay: delay, interval: interval, clock: clock, send: send)
+    }
   }
-}
-
-/// What a timer does at its deadline.
-@usableFromInline enum TimerPayload<Action: Sendable>: Sendable {
-  /// Sends the action (``Effect/send(_:after:clock:)``, ``Effect/send(_:every:clock:)``).
-  case send(Action)
-  /// Starts the effect, as a task of its own (a debounced `.run`).
-  case run(RunOperation<Action>)
 }
 
 /// Sleeps for `delay` (none if it is not positive) on `clock`; `false` when cancelled.

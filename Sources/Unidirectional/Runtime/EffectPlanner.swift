@@ -203,7 +203,7 @@ struct EffectPlanner<Action: Sendable> {
     supervisor: EffectSupervisor
   ) -> Bool {
     if !self.steps.isEmpty { supervisor.applySteps(&self.steps) }
-    let payload = timer.payload
+    let (action, run) = (timer.action, timer.run)
     let joined = supervisor.rearmInPlace(
       key,
       flags: self.isMarkingForShutdown ? UnitFlags.cancelledOnShutdown : 0,
@@ -214,13 +214,12 @@ struct EffectPlanner<Action: Sendable> {
       // NB: the exact class: a repeating timer, another action type's, or one that sends where
       // this one runs an effect (or the other way round), is not re-armed here.
       let type = ObjectIdentifier(type(of: entry))
-      switch payload {
-      case .send(let action):
-        guard type == ObjectIdentifier(TimerUnit<Action>.self) else { return false }
-        unsafeDowncast(entry, to: TimerUnit<Action>.self).action = action
-      case .run(let run):
+      if let run {
         guard type == ObjectIdentifier(DelayedRunUnit<Action>.self) else { return false }
         unsafeDowncast(entry, to: DelayedRunUnit<Action>.self).run = run
+      } else {
+        guard type == ObjectIdentifier(TimerUnit<Action>.self) else { return false }
+        unsafeDowncast(entry, to: TimerUnit<Action>.self).action = action.unsafelyUnwrapped
       }
       return true
     }

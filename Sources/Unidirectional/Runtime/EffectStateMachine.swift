@@ -163,12 +163,19 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   /// exactly when `flags` is. `nil` otherwise, and whenever the general path has more to do: the
   /// store has shut down, `key` has a debounce slot, or timers are not cancelled (the mutation
   /// switch).
-  func rearmCandidate(_ key: CancelKey, flags: UInt8) -> TimerEntry? {
+  ///
+  /// NB: `mutating`, and through `update`, though it changes nothing: reading the maps copied the
+  /// records out (retaining and releasing what they hold), a third of a re-arm.
+  mutating func rearmCandidate(_ key: CancelKey, flags: UInt8) -> TimerEntry? {
     guard self.phase == .open, self.cancelsTimers,
-      case .one(let id)? = self.registry[key],
+      let only = self.registry.update(key, { ids -> EffectID? in
+        guard case .one(let id) = ids else { return nil }
+        return id
+      }),
+      let id = only,
       self.occasional.read({ $0.debounces[key] == nil }, unallocated: true)
     else { return nil }
-    return self.effects.read(id) { record -> TimerEntry? in
+    return self.effects.update(id) { record -> TimerEntry? in
       guard case .pending = record.phase, record.pins == 0, record.keys.isOnly(key) else {
         return nil
       }
@@ -183,9 +190,9 @@ struct EffectStateMachine<Job, Waiter, Slot> {
 
   /// The identifiers of `timer` if it is registered, pending and not cancelled (it fired and may
   /// start its effect); `nil` otherwise.
-  func keysOfPendingTimer(_ timer: TimerEntry) -> CancelKeys? {
+  mutating func keysOfPendingTimer(_ timer: TimerEntry) -> CancelKeys? {
     guard !timer.isCancelled else { return nil }
-    return self.effects.read(timer.id) { record -> CancelKeys? in
+    return self.effects.update(timer.id) { record -> CancelKeys? in
       guard case .pending = record.phase else { return nil }
       return record.keys
     } ?? nil
@@ -282,7 +289,7 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   /// A unit that was cancelled (and so finished) before it started, or whose store shut down, does
   /// not run.
   mutating func start(_ id: EffectID, in slot: Slot) -> Start {
-    guard let unit = self.effects[id]?.unit else { return .skip(Resumptions()) }
+    guard let unit = self.effects.update(id, { $0.unit }) else { return .skip(Resumptions()) }
     guard self.phase != .shutDown else {
       unit.markCancelled()
       return .skip(self.remove(id))
@@ -299,7 +306,7 @@ struct EffectStateMachine<Job, Waiter, Slot> {
 
   /// Called by the task that ran unit `id`, after its work returned.
   mutating func finish(_ id: EffectID) -> Finish {
-    guard let pins = self.effects[id]?.pins else { return .finished(Resumptions()) }
+    guard let pins = self.effects.update(id, { $0.pins }) else { return .finished(Resumptions()) }
     if pins > 0 { return .waitForCancellers }
     return .finished(self.remove(id))
   }

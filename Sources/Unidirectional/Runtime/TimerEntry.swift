@@ -127,28 +127,7 @@ import Synchronization
     supervisor: EffectSupervisor
   ) -> TimerEntry {
     let deadline = host.nowOffset + max(timer.delay, .zero)
-    switch timer.payload {
-    case .send(let action):
-      if let interval = timer.interval {
-        return RepeatingTimerUnit(
-          lifetime: lifetime,
-          action: action,
-          interval: interval,
-          host: host,
-          deadline: deadline,
-          delivery: delivery,
-          supervisor: supervisor
-        )
-      }
-      return TimerUnit(
-        lifetime: lifetime,
-        action: action,
-        host: host,
-        deadline: deadline,
-        delivery: delivery,
-        supervisor: supervisor
-      )
-    case .run(let run):
+    if let run = timer.run {
       return DelayedRunUnit(
         lifetime: lifetime,
         run: run,
@@ -158,6 +137,26 @@ import Synchronization
         supervisor: supervisor
       )
     }
+    let action = timer.action.unsafelyUnwrapped
+    if let interval = timer.interval {
+      return RepeatingTimerUnit(
+        lifetime: lifetime,
+        action: action,
+        interval: interval,
+        host: host,
+        deadline: deadline,
+        delivery: delivery,
+        supervisor: supervisor
+      )
+    }
+    return TimerUnit(
+      lifetime: lifetime,
+      action: action,
+      host: host,
+      deadline: deadline,
+      delivery: delivery,
+      supervisor: supervisor
+    )
   }
 
   @inlinable init(
