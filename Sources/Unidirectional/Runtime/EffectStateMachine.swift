@@ -168,11 +168,7 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   /// records out (retaining and releasing what they hold), a third of a re-arm.
   mutating func rearmCandidate(_ key: CancelKey, flags: UInt8) -> TimerEntry? {
     guard self.phase == .open, self.cancelsTimers,
-      let only = self.registry.update(key, { ids -> EffectID? in
-        guard case .one(let id) = ids else { return nil }
-        return id
-      }),
-      let id = only,
+      let id = self.registry.update(key, { $0.only }) ?? nil,
       self.occasional.read({ $0.debounces[key] == nil }, unallocated: true)
     else { return nil }
     return self.effects.update(id) { record -> TimerEntry? in
@@ -785,6 +781,12 @@ enum EffectIDs: Sequence, Sendable {
     case .one: 1
     case .many(let ids): ids.count
     }
+  }
+
+  /// The identity when there is exactly one.
+  var only: EffectID? {
+    guard case .one(let id) = self else { return nil }
+    return id
   }
 
   mutating func insert(_ id: EffectID) {
