@@ -221,3 +221,72 @@ private func searchHarness(_ clock: TestClock) -> Harness<Search.State, Search.A
     #expect(await harness.state.child.results == ["ab"])
   }
 }
+
+/// Loading more while scrolling, throttled: the effect held back until the interval ends.
+private struct Feed: Reducer {
+  struct State: Equatable, Sendable {
+    var loaded: [Int] = []
+  }
+
+  enum Action: Equatable, Sendable {
+    case scrolled(Int)
+    case stop
+    case loaded(Int)
+  }
+
+  enum CancelID: Hashable, Sendable { case load }
+
+  let clock: TestClock
+  let latest: Bool
+
+  func reduce(into state: inout State, action: Action) -> Effect<Action> {
+    switch action {
+    case .scrolled(let offset):
+      return .run { send in await send(.loaded(offset)) }
+        .throttle(id: CancelID.load, for: .seconds(1), clock: self.clock, latest: self.latest)
+    case .stop:
+      return .cancel(id: CancelID.load)
+    case .loaded(let offset):
+      state.loaded.append(offset)
+      return .none
+    }
+  }
+}
+
+private func feedHarness(_ clock: TestClock, latest: Bool) -> Harness<Feed.State, Feed.Action> {
+  let executor = ManualExecutor()
+  let store = Store(
+    initialState: Feed.State(),
+    reducer: Feed(clock: clock, latest: latest),
+    configuration: StoreConfiguration(executorPreference: executor)
+  )
+  return Harness(executor, store)
+}
+
+@Suite(.timeLimit(.minutes(1))) struct ThrottleTimerTests {
+  @Test(arguments: [true, false])
+  func theHeldEffectIsATimerUntilTheIntervalEnds(latest: Bool) async {
+    let clock = TestClock()
+    let harness = feedHarness(clock, latest: latest)
+    await harness.send(.scrolled(1))
+    #expect(await harness.state.loaded == [1])
+    await clock.advance(by: .milliseconds(200))
+    await harness.send(.scrolled(2))
+    await clock.advance(by: .milliseconds(200))
+    await harness.send(.scrolled(3))
+    // Held back as one timer record on the clock: no task waits.
+    #expect(clock.sleeperCount == 1)
+    #expect(harness.supervisor?.liveTaskCount == 0)
+    await clock.advance(by: .milliseconds(599))
+    #expect(await harness.state.loaded == [1])
+    await clock.advance(by: .milliseconds(1))
+    #expect(await harness.state.loaded == [1, latest ? 3 : 2])
+    #expect(harness.supervisor?.liveCount == 0)
+    // The held effect's run started a new interval: the next one is held for a whole second.
+    await harness.send(.scrolled(4))
+    await clock.advance(by: .milliseconds(999))
+    #expect(await harness.state.loaded == [1, latest ? 3 : 2])
+    await clock.advance(by: .milliseconds(1))
+    #expect(await harness.state.loaded == [1, latest ? 3 : 2, 4])
+  }
+}

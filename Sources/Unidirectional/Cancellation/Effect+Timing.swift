@@ -164,6 +164,20 @@ func debounced<Action: Sendable, C: Clock<Duration>>(
   return Effect(operation: .cancellable(key, cancelInFlight: false, Effect(operation: .run(timer))))
 }
 
+extension Effect {
+  /// This effect as the body of one task, when it is a `.send` or a `.run`.
+  var runOperation: RunOperation<Action>? {
+    switch self.operation {
+    case .send(let action):
+      return RunOperation(priority: nil) { send in await send(action) }
+    case .run(let run):
+      return run
+    default:
+      return nil
+    }
+  }
+}
+
 /// The cancellation id of a throttled effect held back until its interval ends.
 private struct ThrottleDelayID: Hashable, Sendable {
   let key: CancelKey
@@ -205,6 +219,25 @@ private func throttled<Action: Sendable, C: Clock<Duration>>(
   case .hold(let duration): wait = duration
   }
   let delayID = ThrottleDelayID(key: key)
+  if let host = timerHost(for: clock), let held = effect.runOperation {
+    // A timer record until the interval ends, then the held effect as a task of its own.
+    let body = held.body
+    let run = RunOperation<Action>(priority: held.priority) { send in
+      let ranAt = clock.now
+      supervisor.withThrottleState(for: key) { state in
+        state.lastRun = ranAt
+        state.isHolding = false
+      }
+      await body(send)
+    }
+    return Effect(
+      operation: .timer(
+        RunTimerOperation(run: run, delay: wait, clock: clock, host: host),
+        keyed: false
+      )
+    )
+    .cancellable(id: delayID, cancelInFlight: latest)
+  }
   return Effect.concatenate(
     .run { _ in
       try await clock.sleep(for: wait)
