@@ -10,6 +10,13 @@ extension Effect {
   /// ```
   ///
   /// The effect is cancellable with `id` (``cancel(id:)``), before and after the delay.
+  ///
+  /// On a clock the runtime knows (`ContinuousClock`, `SuspendingClock`, ``TestClock``), a
+  /// debounced `.send` or `.run` waits as a record in the clock's timer queue, not as a task: a
+  /// newer debounced effect re-arms it in place, and a `.run` starts its task at the deadline.
+  /// As with `cancelInFlight: true`, the newest debounced send's ``StoreTask`` covers the effect
+  /// and the ones it replaced finish. On another clock the wait is one sleeping task per `id`,
+  /// whose deadline newer effects move, and the first send's task covers it.
   @inlinable
   public func debounce<ID: Hashable & Sendable>(
     id: ID,

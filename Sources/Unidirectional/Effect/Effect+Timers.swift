@@ -16,6 +16,10 @@ extension Effect {
   ///     .cancellable(id: CancelID.idle, cancelInFlight: true)
   /// ```
   ///
+  /// Each request moves the one armed record to its new deadline, and the request's
+  /// ``StoreTask`` takes the timer over from the previous one's (which finishes), as if the old
+  /// timer were cancelled and a new one armed.
+  ///
   /// The timer is an effect of the action that returned it: ``StoreTask/finish(fileID:filePath:line:column:)`` waits for it
   /// to fire, and cancelling that task, `.cancel(id:)` or shutdown cancels it (then its action is
   /// never reduced). A graceful shutdown waits for it like any effect unless it is marked
