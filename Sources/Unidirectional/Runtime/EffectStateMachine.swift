@@ -768,17 +768,26 @@ struct Resumptions<Waiter> {
 
 extension Resumptions: Sendable where Waiter: Sendable {}
 
-/// A set of unit identities that allocates nothing while it holds one (and drops its set when it
-/// is back to one).
+/// A set of unit identities that allocates nothing while it holds one (and drops what it
+/// allocated when it is back to one).
+///
+/// Up to ``fewLimit`` identities are a plain array searched in order (a session's lifetime holds
+/// its timer and its current request's `.run`; a `Set` made and dropped per request hashed both
+/// each way); past that, a set.
 enum EffectIDs: Sequence, Sendable {
   case none
   case one(EffectID)
+  case few(ContiguousArray<EffectID>)
   case many(Set<EffectID>)
+
+  /// The most identities kept in an array.
+  static var fewLimit: Int { 8 }
 
   var count: Int {
     switch self {
     case .none: 0
     case .one: 1
+    case .few(let ids): ids.count
     case .many(let ids): ids.count
     }
   }
@@ -791,8 +800,21 @@ enum EffectIDs: Sequence, Sendable {
 
   mutating func insert(_ id: EffectID) {
     switch self {
-    case .none: self = .one(id)
-    case .one(let existing): self = existing == id ? self : .many([existing, id])
+    case .none:
+      self = .one(id)
+    case .one(let existing):
+      self = existing == id ? self : .few([existing, id])
+    case .few(var ids):
+      guard !ids.contains(id) else { return }
+      self = .none
+      if ids.count < Self.fewLimit {
+        ids.append(id)
+        self = .few(ids)
+      } else {
+        var set = Set(ids)
+        set.insert(id)
+        self = .many(set)
+      }
     case .many(var ids):
       self = .none
       ids.insert(id)
@@ -808,11 +830,17 @@ enum EffectIDs: Sequence, Sendable {
     case .one(let existing):
       if existing == id { self = .none }
       return existing == id
+    case .few(var ids):
+      guard let index = ids.firstIndex(of: id) else { return false }
+      self = .none
+      ids.remove(at: index)
+      // NB: back to inline at one: a session's lifetime holds its timer and a finished `.run`
+      // for as long as the timer is armed, and the array was part of every idle session.
+      self = ids.count == 1 ? .one(ids[0]) : .few(ids)
+      return false
     case .many(var ids):
       self = .none
       ids.remove(id)
-      // NB: back to inline at one: a session's lifetime holds its timer and a finished `.run`
-      // for as long as the timer is armed, and the set was 104 B of every idle session.
       if ids.count > 1 {
         self = .many(ids)
       } else if let only = ids.first {
@@ -826,6 +854,7 @@ enum EffectIDs: Sequence, Sendable {
     switch self {
     case .none: Iterator(state: .done)
     case .one(let id): Iterator(state: .one(id))
+    case .few(let ids): Iterator(state: .few(ids.makeIterator()))
     case .many(let ids): Iterator(state: .many(ids.makeIterator()))
     }
   }
@@ -836,6 +865,7 @@ enum EffectIDs: Sequence, Sendable {
     enum State {
       case done
       case one(EffectID)
+      case few(IndexingIterator<ContiguousArray<EffectID>>)
       case many(Set<EffectID>.Iterator)
     }
 
@@ -847,6 +877,11 @@ enum EffectIDs: Sequence, Sendable {
         return nil
       case .one(let id):
         self.state = .done
+        return id
+      case .few(var iterator):
+        self.state = .done
+        guard let id = iterator.next() else { return nil }
+        self.state = .few(iterator)
         return id
       case .many(var iterator):
         self.state = .done

@@ -98,6 +98,73 @@ import Testing
     #expect(ids.remove(second.id) == true && ids.count == 0)
   }
 
+  @Test func entriesGoFromInlineToAnArrayToADictionaryAndBackToInline() {
+    var map = SmallMap<Int, String>()
+    let limit = SmallMap<Int, String>.fewLimit
+    for key in 0..<limit {
+      map.insert("\(key)", forKey: key)
+    }
+    guard case .few = map.storage else {
+      Issue.record("\(limit) entries are not an array")
+      return
+    }
+    // A replacement and an update stay in the array.
+    map.insert("zero", forKey: 0)
+    _ = map.update(1) { $0 += "!" }
+    #expect(map.count == limit && map[0] == "zero" && map[1] == "1!" && map.contains(limit - 1))
+    #expect(map.read(1, { $0.count }) == 2 && map.read(limit, { $0.count }) == nil)
+    map.insert("\(limit)", forKey: limit)
+    guard case .many = map.storage else {
+      Issue.record("\(limit + 1) entries are not a dictionary")
+      return
+    }
+    #expect(map.count == limit + 1 && map[limit] == "\(limit)" && map[0] == "zero")
+    #expect(Set(map.keys) == Set(0...limit))
+    for key in 0..<limit {
+      #expect(map.removeValue(forKey: key) != nil)
+    }
+    guard case .one(let key, let value) = map.storage else {
+      Issue.record("one entry left, but not inline")
+      return
+    }
+    #expect(key == limit && value == "\(limit)")
+    // From an array of two, a removal goes back inline too, and a miss changes nothing.
+    map.insert("a", forKey: 100)
+    #expect(map.removeValue(forKey: 7) == nil && map.count == 2)
+    #expect(map.removeValue(forKey: limit) == "\(limit)")
+    guard case .one(100, "a") = map.storage else {
+      Issue.record("one entry left, but not inline")
+      return
+    }
+  }
+
+  @Test func aSetOfUnitsGoesFromAnArrayToASetAndBackInline() {
+    let tokens = (0...EffectIDs.fewLimit).map { _ in EffectToken(lifetime: nil) }
+    var ids = EffectIDs.none
+    for token in tokens.dropLast() { ids.insert(token.id) }
+    ids.insert(tokens[0].id)  // already there
+    guard case .few = ids else {
+      Issue.record("\(EffectIDs.fewLimit) ids are not an array")
+      return
+    }
+    #expect(ids.count == EffectIDs.fewLimit)
+    #expect(Set(ids) == Set(tokens.dropLast().map(\.id)))
+    ids.insert(tokens.last!.id)
+    guard case .many = ids else {
+      Issue.record("\(EffectIDs.fewLimit + 1) ids are not a set")
+      return
+    }
+    #expect(Set(ids) == Set(tokens.map(\.id)))
+    for token in tokens.dropFirst() {
+      #expect(ids.remove(token.id) == false)
+    }
+    #expect(ids.only == tokens[0].id)
+    ids.insert(tokens[1].id)
+    #expect(ids.remove(tokens[2].id) == false && ids.count == 2)
+    #expect(ids.remove(tokens[1].id) == false && ids.only == tokens[0].id)
+    #expect(ids.remove(tokens[0].id) == true && ids.count == 0)
+  }
+
   @Test func aMachineWithOneLiveEffectKeepsItsRecordsInline() {
     var machine = EffectStateMachine<String, String, String>()
     let unit = EffectToken(lifetime: nil)
