@@ -289,4 +289,38 @@ private func feedHarness(_ clock: TestClock, latest: Bool) -> Harness<Feed.State
     await clock.advance(by: .milliseconds(1))
     #expect(await harness.state.loaded == [1, latest ? 3 : 2, 4])
   }
+
+  @Test func cancellingTheIdentifierCancelsTheHeldEffect() async {
+    let clock = TestClock()
+    let harness = feedHarness(clock, latest: true)
+    await harness.send(.scrolled(1))
+    await harness.send(.scrolled(2))
+    #expect(clock.sleeperCount == 1)
+    await harness.send(.stop)
+    #expect(clock.sleeperCount == 0)
+    #expect(harness.supervisor?.liveCount == 0)
+    await clock.advance(by: .seconds(1))
+    #expect(await harness.state.loaded == [1])
+  }
+
+  @Test(arguments: [true, false])
+  func aCancelledHoldHoldsNothingBackOnceItIsAWholeIntervalOverdue(byTask: Bool) async {
+    let clock = TestClock()
+    let harness = feedHarness(clock, latest: false)
+    await harness.send(.scrolled(1))
+    let held = await harness.send(.scrolled(2))
+    if byTask {
+      held.cancel()
+    } else {
+      await harness.send(.stop)
+    }
+    // Within the next interval the cancelled hold still counts: a newer effect is dropped.
+    await clock.advance(by: .milliseconds(1_500))
+    await harness.send(.scrolled(3))
+    #expect(await harness.state.loaded == [1])
+    // A whole interval past its end, it holds nothing back: the next effect runs at once.
+    await clock.advance(by: .milliseconds(500))
+    await harness.send(.scrolled(4))
+    #expect(await harness.state.loaded == [1, 4])
+  }
 }

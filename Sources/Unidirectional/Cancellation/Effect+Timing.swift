@@ -86,6 +86,11 @@ extension Effect {
   /// interval ends; with `latest: false` the first of them does, and the rest are dropped.
   /// Throttling state is kept per root store.
   ///
+  /// As in the Composable Architecture, the effect is cancellable with `id` (``cancel(id:)``),
+  /// held or running, and one that runs at once cancels the one before it if that still runs. A
+  /// held effect that was cancelled holds nothing back once its interval is a whole interval
+  /// past. On a clock the runtime knows, a held `.send` or `.run` waits as a timer record.
+  ///
   /// ```swift
   /// case .scrolled(let offset):
   ///   return .send(.loadMore(offset))
@@ -209,6 +214,11 @@ private func throttled<Action: Sendable, C: Clock<Duration>>(
       return .runNow
     }
     let elapsed = last.duration(to: now)
+    if state.isHolding && elapsed >= interval * 2 {
+      // The held effect would have run a whole interval ago: it was cancelled (its id, its
+      // send's task). Without this, a cancelled hold would drop every later effect.
+      state.isHolding = false
+    }
     if !state.isHolding && elapsed >= interval {
       state.lastRun = now
       return .runNow
@@ -221,7 +231,10 @@ private func throttled<Action: Sendable, C: Clock<Duration>>(
   }
   let wait: Duration
   switch decision {
-  case .runNow: return effect
+  case .runNow:
+    // NB: as in the Composable Architecture, a throttled effect is cancellable with `id`, and
+    // one that runs cancels the one before it if that is still running.
+    return Effect(operation: .cancellable(key, cancelInFlight: true, effect))
   case .drop: return .none
   case .hold(let duration): wait = duration
   }
@@ -237,15 +250,16 @@ private func throttled<Action: Sendable, C: Clock<Duration>>(
       }
       await body(send)
     }
-    return Effect(
+    let held = Effect(
       operation: .timer(
         RunTimerOperation(run: run, delay: wait, clock: clock, host: host),
         keyed: false
       )
     )
     .cancellable(id: delayID, cancelInFlight: latest)
+    return Effect(operation: .cancellable(key, cancelInFlight: false, held))
   }
-  return Effect.concatenate(
+  let held = Effect.concatenate(
     .run { _ in
       try await clock.sleep(for: wait)
       let ranAt = clock.now
@@ -257,6 +271,7 @@ private func throttled<Action: Sendable, C: Clock<Duration>>(
     effect
   )
   .cancellable(id: delayID, cancelInFlight: latest)
+  return Effect(operation: .cancellable(key, cancelInFlight: false, held))
 }
 
 private enum ThrottleDecision {
@@ -278,10 +293,12 @@ struct ThrottleState: Sendable {
   /// Whether the interval has passed with nothing held back: the entry then decides nothing
   /// an absent one would not.
   var isExpired: Bool {
-    guard !self.isHolding, let clock = self.clock else { return self.clock == nil }
+    guard let clock = self.clock else { return true }
+    // NB: a hold a whole interval overdue was cancelled (see `throttled`): it expires too.
+    let span = self.isHolding ? self.interval * 2 : self.interval
     func expired<C: Clock<Duration>>(_ clock: C) -> Bool {
       guard let last = self.lastRun as? C.Instant else { return true }
-      return last.duration(to: clock.now) >= self.interval
+      return last.duration(to: clock.now) >= span
     }
     return expired(clock)
   }
