@@ -33,12 +33,13 @@ import Synchronization
 /// once its action has been reduced; a repeating one is queued again for its next deadline.
 ///
 /// Its base class holds what the hosts need, without the store's `Action` type.
-// Safety: `deadline`, `sequence` and `heapIndex` are read and written only by the entry's host,
-// under the host's lock, or by the one task that popped the entry from the queue (while it is not
-// queued, nothing else touches them). `owner` changes only when the entry is re-armed in place
-// (``EffectStateMachine/moveRearmed(_:to:)``): on the store's executor, under the supervisor's
-// lock; it is read only there (the planner, on the store's executor) or under that lock (the
-// state machine). Everything else is immutable or atomic.
+// Each mutable field has one writer at a time, ordered by a lock. `deadline`, `sequence` and
+// `heapIndex` are read and written only by the entry's host, under the host's lock, or by the one
+// task that popped the entry from the queue (while it is not queued, nothing else touches them).
+// `owner` changes only when the entry is re-armed in place (`EffectStateMachine.moveRearmed`):
+// on the store's executor, under the supervisor's lock; it is read only there (the planner, on
+// the store's executor) or under that lock (the state machine).
+// Safety: as just said; everything else is immutable or atomic.
 @usableFromInline class TimerEntry: EffectUnit, @unchecked Sendable {
   /// The lifetime the entry belongs to; `nil` when it stands for its own.
   final var owner: (any EffectUnit)?
@@ -105,14 +106,35 @@ import Synchronization
   }
 }
 
-/// A ``TimerEntry`` of one store: the action it sends, and the way to its store.
+/// A ``TimerEntry`` of one store: the way to its store.
 // Safety: as for `TimerEntry`; the fields added here are immutable.
-// `action` changes only when the entry is re-armed in place, under its host's lock while it is
-// queued; the firing task reads it after popping the entry under that lock.
-@usableFromInline class TimerUnit<Action: Sendable>: TimerEntry, @unchecked Sendable {
-  @usableFromInline final var action: Action
+@usableFromInline class StoreTimer<Action: Sendable>: TimerEntry, @unchecked Sendable {
   @usableFromInline let delivery: EffectDelivery<Action>
   @usableFromInline let supervisor: EffectSupervisor
+
+  @inlinable init(
+    lifetime: (any EffectUnit)?,
+    host: any TimerHost,
+    deadline: Duration,
+    delivery: EffectDelivery<Action>,
+    supervisor: EffectSupervisor
+  ) {
+    self.delivery = delivery
+    self.supervisor = supervisor
+    super.init(lifetime: lifetime, host: host, deadline: deadline)
+  }
+
+  override var drainer: (any ManualDrainer)? {
+    self.supervisor.drainer
+  }
+}
+
+/// A ``StoreTimer`` that sends an action.
+// `action` changes only when the entry is re-armed in place, under its host's lock while it is
+// queued; the firing task reads it after popping the entry under that lock.
+// Safety: as just said, and as for `StoreTimer`.
+@usableFromInline class TimerUnit<Action: Sendable>: StoreTimer<Action>, @unchecked Sendable {
+  @usableFromInline final var action: Action
 
   /// The unit of `timer`: a ``RepeatingTimerUnit`` when it repeats, a ``DelayedRunUnit`` when it
   /// starts an effect.
@@ -168,9 +190,13 @@ import Synchronization
     supervisor: EffectSupervisor
   ) {
     self.action = action
-    self.delivery = delivery
-    self.supervisor = supervisor
-    super.init(lifetime: lifetime, host: host, deadline: deadline)
+    super.init(
+      lifetime: lifetime,
+      host: host,
+      deadline: deadline,
+      delivery: delivery,
+      supervisor: supervisor
+    )
   }
 
   override func fire(on host: any TimerHost) async {
@@ -184,10 +210,6 @@ import Synchronization
     } else {
       self.supervisor.complete(self)
     }
-  }
-
-  override var drainer: (any ManualDrainer)? {
-    self.supervisor.drainer
   }
 }
 
@@ -230,13 +252,12 @@ final class RepeatingTimerUnit<Action: Sendable>: TimerUnit<Action>, @unchecked 
 /// the same identifiers (``EffectSupervisor/startFired(_:makeJob:)``), so the effect stays
 /// cancellable as one; a newer debounced effect re-arms a waiting one in place, with its own
 /// effect.
-// Safety: as for `TimerEntry`; `run` changes only when the entry is re-armed in place, under its
-// host's lock while it is queued, and is read by the firing task after it popped the entry.
+// `run` changes only when the entry is re-armed in place, under its host's lock while it is
+// queued, and is read by the firing task after it popped the entry.
+// Safety: as just said, and as for `StoreTimer`.
 @usableFromInline
-final class DelayedRunUnit<Action: Sendable>: TimerEntry, @unchecked Sendable {
+final class DelayedRunUnit<Action: Sendable>: StoreTimer<Action>, @unchecked Sendable {
   @usableFromInline final var run: RunOperation<Action>
-  @usableFromInline let delivery: EffectDelivery<Action>
-  @usableFromInline let supervisor: EffectSupervisor
 
   @inlinable init(
     lifetime: (any EffectUnit)?,
@@ -247,9 +268,13 @@ final class DelayedRunUnit<Action: Sendable>: TimerEntry, @unchecked Sendable {
     supervisor: EffectSupervisor
   ) {
     self.run = run
-    self.delivery = delivery
-    self.supervisor = supervisor
-    super.init(lifetime: lifetime, host: host, deadline: deadline)
+    super.init(
+      lifetime: lifetime,
+      host: host,
+      deadline: deadline,
+      delivery: delivery,
+      supervisor: supervisor
+    )
   }
 
   override func fire(on host: any TimerHost) async {
@@ -258,10 +283,6 @@ final class DelayedRunUnit<Action: Sendable>: TimerEntry, @unchecked Sendable {
     self.supervisor.startFired(self) { lifetime in
       RunJob(lifetime: lifetime, operation: run, delivery: delivery, action: nil)
     }
-  }
-
-  override var drainer: (any ManualDrainer)? {
-    self.supervisor.drainer
   }
 }
 
