@@ -76,6 +76,31 @@ private struct Rearming: Reducer {
     await store.shutdown()
   }
 
+  @Test func aReArmWhosePreviousTaskIsGoneReusesThatTasksToken() async throws {
+    let clock = TestClock()
+    let store = Store(initialState: Rearming.State()) { Rearming(clock: clock) }
+    await store.send(.arm(1))
+    let timer = try #require(self.armed(in: store).first as? TimerEntry)
+    // The timer stood for the first send's lifetime: the first re-arm takes a token.
+    await store.send(.arm(2))
+    weak let token = timer.owner as AnyObject?
+    #expect(token != nil && token !== timer)
+    // Nothing holds that token now (the task was dropped): the next re-arm reuses it.
+    await store.send(.arm(3))
+    #expect(token != nil && timer.owner === token)
+    // A task held meanwhile keeps its token: the re-arm after it takes a new one, and the held
+    // task has finished.
+    let held = await store.send(.arm(4))
+    #expect(timer.owner === token)
+    await store.send(.arm(5))
+    #expect(timer.owner !== token)
+    #expect(held.isFinished)
+    held.cancel()
+    await clock.advance(by: .seconds(10))
+    #expect(await store.state.fired == [5])
+    await store.shutdown()
+  }
+
   @Test func cancellingTheReArmingSendsTaskDisarmsTheTimer() async {
     let clock = TestClock()
     let store = Store(initialState: Rearming.State()) { Rearming(clock: clock) }

@@ -194,28 +194,59 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     } ?? nil
   }
 
-  /// Moves a timer its host re-armed in place to `lifetime` (the send that re-armed it): its old
-  /// lifetime loses it, and finishes if it was its last unit (its waiters are returned).
-  mutating func moveRearmed(_ timer: TimerEntry, to lifetime: any EffectUnit) -> Resumptions<Waiter>
-  {
+  /// Moves a timer its host re-armed in place to `lifetime` (the re-arming send's), or to a
+  /// lifetime of its own when the send has none yet; returns that lifetime, and the waiters of the
+  /// old one, which finishes if the timer was its last unit.
+  ///
+  /// A lifetime of its own is the token the timer's old lifetime was, when nothing else holds it
+  /// (no `StoreTask`, no other unit: it can no longer be told apart), else a new token.
+  mutating func moveRearmed(
+    _ timer: TimerEntry,
+    to lifetime: (any EffectUnit)?
+  ) -> (joined: any EffectUnit, resumptions: Resumptions<Waiter>) {
     var resumptions = Resumptions<Waiter>()
     let id = timer.id
     let old = LifetimeID(timer.lifetime)
-    let new = LifetimeID(lifetime)
-    guard old != new else { return resumptions }
+    if let lifetime, LifetimeID(lifetime) == old { return (lifetime, resumptions) }
+    var oldEnded = false
     if self.lifetimes.update(old, { $0.effects.remove(id) }) == true,
       let record = self.lifetimes.removeValue(forKey: old)
     {
+      oldEnded = true
       resumptions.append(contentsOf: record.waiters)
       if !self.origins.isEmpty { self.origins.removeValue(forKey: old) }
     }
-    timer.owner = lifetime
-    if self.lifetimes.update(new, { $0.effects.insert(id) }) == nil {
-      var record = LifetimeRecord(owner: lifetime)
+    let joined = lifetime ?? Self.ownLifetime(of: timer, reusingEnded: oldEnded)
+    timer.owner = joined
+    if self.lifetimes.update(LifetimeID(joined), { $0.effects.insert(id) }) == nil {
+      var record = LifetimeRecord(owner: joined)
       record.effects.insert(id)
-      self.lifetimes.insert(record, forKey: new)
+      self.lifetimes.insert(record, forKey: LifetimeID(joined))
     }
-    return resumptions
+    return (joined, resumptions)
+  }
+
+  /// A lifetime for a re-armed timer whose send has none: its old lifetime's token when that
+  /// lifetime has ended and nothing but the timer holds the token, else a new token.
+  ///
+  /// NB: a re-armed idle timer would otherwise allocate a token per request. The timer's own
+  /// identity is never reused: it stood for its first send's lifetime, whose task may be held.
+  private static func ownLifetime(of timer: TimerEntry, reusingEnded ended: Bool) -> any EffectUnit
+  {
+    var token: EffectToken
+    do {
+      // NB: in a scope of its own, so the existential reference is gone before the check below.
+      guard ended, let owner = timer.owner,
+        ObjectIdentifier(type(of: owner)) == ObjectIdentifier(EffectToken.self)
+      else { return EffectToken(lifetime: nil) }
+      token = unsafeDowncast(owner as AnyObject, to: EffectToken.self)
+    }
+    timer.owner = nil
+    // A token with a flag was cancelled (through a task since dropped): it stays spent.
+    guard token.loadFlags() == 0, isKnownUniquelyReferenced(&token) else {
+      return EffectToken(lifetime: nil)
+    }
+    return token
   }
 
   /// Records what started a lifetime, for test diagnostics.

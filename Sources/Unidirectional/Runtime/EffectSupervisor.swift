@@ -202,8 +202,8 @@ import Synchronization
       // NB: a timer that was the first unit of its send stands for that send's lifetime (its
       // `StoreTask` holds it), so it cannot stand for this one too: a send whose first unit is
       // the re-armed timer gets a token of its own.
-      let joined = lifetime ?? EffectToken(lifetime: nil)
-      return (joined, guarded.machine.moveRearmed(timer, to: joined))
+      let moved = guarded.machine.moveRearmed(timer, to: lifetime)
+      return (moved.joined, moved.resumptions)
     }
     Self.resume(resumptions)
     return joined
