@@ -316,12 +316,15 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   /// A unit that was cancelled (and so finished) before it started, or whose store shut down, does
   /// not run.
   mutating func start(_ id: EffectID, in slot: Slot) -> Start {
-    guard let unit = self.effects.update(id, { $0.unit }) else { return .skip(Resumptions()) }
     guard self.phase != .shutDown else {
+      guard let unit = self.effects.update(id, { $0.unit }) else { return .skip(Resumptions()) }
       unit.markCancelled()
       return .skip(self.remove(id))
     }
-    _ = self.effects.update(id) { $0.phase = .running(slot) }
+    // NB: one access to the record: every `.run` starts here.
+    guard self.effects.update(id, { $0.phase = .running(slot) }) != nil else {
+      return .skip(Resumptions())
+    }
     return .run
   }
 
