@@ -79,7 +79,10 @@ struct SmallMap<Key: Hashable, Value> {
   }
 
   /// Sets the value for `key`, replacing any.
-  mutating func insert(_ value: Value, forKey key: Key) {
+  ///
+  /// NB: `consuming`, so the value moves into the map instead of being copied and the caller's
+  /// copy destroyed (a record copy went through runtime witnesses).
+  mutating func insert(_ value: consuming Value, forKey key: consuming Key) {
     switch self.take() {
     case .empty:
       self.storage = .one(key, value)
@@ -147,7 +150,9 @@ struct SmallMap<Key: Hashable, Value> {
       }
       let removed = entries.remove(at: index)
       if entries.count == 1 {
-        self.storage = .one(entries[0].key, entries[0].value)
+        // NB: moved out of the array, not copied from it before the array is freed.
+        let last = entries.removeLast()
+        self.storage = .one(last.key, last.value)
       } else {
         self.storage = .few(entries)
       }
