@@ -53,6 +53,7 @@ struct BenchmarkRunner {
     // and armed timers behind (the registry activation case alone ~110,000 sessions, each with an
     // idle timer in the clock's queue), and measured after them a session request paid for a
     // queue a hundred times its own (0.76x against 0.81-0.85x measured first).
+    Harness.printHeader()
     await sessionFigures(filter: harness.filter)
     await harness.run(
       storeBenchmarks() + cancellationBenchmarks() + clockBenchmarks() + compositionBenchmarks()

@@ -47,9 +47,8 @@ struct Harness {
   var warmUps = 2
   var filter: String?
 
-  /// Measures each benchmark whose name contains the filter and prints one line for it.
-  @concurrent
-  func run(_ benchmarks: [Benchmark]) async {
+  /// Prints the column header (and a warning in a debug build).
+  static func printHeader() {
     #if DEBUG
     print("warning: a debug build; run `swift run -c release Benchmarks` for real figures")
     #endif
@@ -61,6 +60,11 @@ struct Harness {
       Self.pad("ratio", 7),
       "target   floor primitive"
     )
+  }
+
+  /// Measures each benchmark whose name contains the filter and prints one line for it.
+  @concurrent
+  func run(_ benchmarks: [Benchmark]) async {
     for benchmark in benchmarks {
       if let filter, !benchmark.name.contains(filter) { continue }
       let result = await self.measure(benchmark)
