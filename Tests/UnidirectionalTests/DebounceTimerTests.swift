@@ -13,6 +13,9 @@ private struct Search: Reducer {
   enum Action: Equatable, Sendable {
     case typed(String)
     case typedMarkedForShutdown(String)
+    /// A marker first, then the debounced search: in a concatenation the debounce waits for its
+    /// turn as a sleeping step.
+    case typedAfterMarker(String)
     case cancel
     case results(String)
   }
@@ -27,6 +30,8 @@ private struct Search: Reducer {
       return self.search(query)
     case .typedMarkedForShutdown(let query):
       return self.search(query).cancelledOnShutdown()
+    case .typedAfterMarker(let query):
+      return .concatenate(.send(.results("marker")), self.search(query))
     case .cancel:
       return .cancel(id: CancelID.search)
     case .results(let query):
@@ -199,6 +204,20 @@ private func searchHarness(_ clock: TestClock) -> Harness<Search.State, Search.A
     let body = try #require(harness.supervisor?.units(under: key).first)
     #expect(body is RunJob<Search.Action>)
     #expect(body.loadFlags() & UnitFlags.cancelledOnShutdown != 0)
+  }
+
+  @Test func aDebouncedRunInAConcatenationWaitsAsAStepThenRuns() async {
+    let clock = TestClock()
+    let harness = searchHarness(clock)
+    await harness.send(.typedAfterMarker("a"))
+    #expect(await harness.state.results == ["marker"])
+    // Inside an ordered effect the wait is a sleeping step of the concatenation's task.
+    #expect(harness.supervisor?.liveTaskCount == 1)
+    await clock.advance(by: .milliseconds(299))
+    await clock.advance(by: .milliseconds(1))
+    await clock.advance(by: .seconds(1))
+    #expect(await harness.state.results == ["marker", "a"])
+    #expect(harness.supervisor?.liveTaskCount == 0)
   }
 
   @Test func aMappedDebouncedRunSendsTheParentsAction() async {
