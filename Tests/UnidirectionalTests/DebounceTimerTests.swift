@@ -220,6 +220,23 @@ private func searchHarness(_ clock: TestClock) -> Harness<Search.State, Search.A
     #expect(harness.supervisor?.liveTaskCount == 0)
   }
 
+  @Test func searchAsYouTypeInATestStore() async {
+    // The Composable Architecture's search-as-you-type test, with a debounced `.run`.
+    let clock = TestClock()
+    let store = TestStore(initialState: Search.State()) { Search(clock: clock) }
+    let first = await store.send(.typed("s"))
+    await clock.advance(by: .milliseconds(200))
+    await store.send(.typed("sw"))
+    await first.finish()  // replaced by the second keystroke's effect
+    await clock.advance(by: .milliseconds(300))
+    await clock.advance(by: .seconds(1))
+    await store.receive(.results("sw")) { $0.results = ["sw"] }
+    await store.send(.typed("swi"))
+    await clock.advance(by: .milliseconds(300))
+    await store.send(.cancel)
+    await clock.advance(by: .seconds(1))
+  }
+
   @Test func aMappedDebouncedRunSendsTheParentsAction() async {
     let clock = TestClock()
     let executor = ManualExecutor()
