@@ -52,22 +52,6 @@ struct SmallMap<Key: Hashable, Value> {
     }
   }
 
-  /// `body`'s reading of the value for `key`, if any, without copying the value out.
-  func read<R>(_ key: Key, _ body: (Value) -> R) -> R? {
-    switch self.storage {
-    case .empty:
-      return nil
-    case .one(let existing, let value):
-      return existing == key ? body(value) : nil
-    case .few(let entries):
-      guard let index = entries.firstIndex(where: { $0.key == key }) else { return nil }
-      return body(entries[index].value)
-    case .many(let entries):
-      guard let index = entries.index(forKey: key) else { return nil }
-      return body(entries.values[index])
-    }
-  }
-
   /// Whether `key` has an entry.
   func contains(_ key: Key) -> Bool {
     switch self.storage {

@@ -112,7 +112,7 @@ import Testing
     map.insert("zero", forKey: 0)
     _ = map.update(1) { $0 += "!" }
     #expect(map.count == limit && map[0] == "zero" && map[1] == "1!" && map.contains(limit - 1))
-    #expect(map.read(1, { $0.count }) == 2 && map.read(limit, { $0.count }) == nil)
+    #expect(map[1]?.count == 2 && map[limit] == nil)
     map.insert("\(limit)", forKey: limit)
     guard case .many = map.storage else {
       Issue.record("\(limit + 1) entries are not a dictionary")
