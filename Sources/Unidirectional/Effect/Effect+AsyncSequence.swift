@@ -46,6 +46,20 @@ extension Effect: AsyncSequence {
 @available(*, unavailable)
 extension Effect.Iterator: Sendable {}
 
+/// Where the effects of a standalone run send: the iterator's stream.
+private actor StreamReceiver<Action: Sendable>: EffectReceiver {
+  let continuation: AsyncStream<Action>.Continuation
+
+  init(_ continuation: AsyncStream<Action>.Continuation) {
+    self.continuation = continuation
+  }
+
+  func receive(_ action: Action, from unit: any EffectUnit) {
+    guard !unit.isCancelled else { return }
+    self.continuation.yield(action)
+  }
+}
+
 /// One run of an effect outside a store: its own supervisor, and one task owning the work.
 final class StandaloneEffectRun<Action: Sendable>: Sendable {
   let actions: AsyncStream<Action>
@@ -55,10 +69,7 @@ final class StandaloneEffectRun<Action: Sendable>: Sendable {
   init(effect: Effect<Action>) {
     let (actions, continuation) = AsyncStream.makeStream(of: Action.self)
     let supervisor = EffectSupervisor(executorPreference: nil, reporter: IssueReporter.current)
-    let delivery = EffectDelivery<Action> { action, token in
-      guard !token.isCancelled else { return }
-      continuation.yield(action)
-    }
+    let delivery = EffectDelivery(receiver: StreamReceiver(continuation))
     var planner = EffectPlanner<Action>()
     planner.lowersTimers = true
     var sends: [(Action, EffectToken?)] = []

@@ -130,6 +130,9 @@ import Synchronization
   }
 
   /// Sends an action of this effect to its store.
+  ///
+  /// NB: inlinable, like ``Send/callAsFunction(_:)``: the hop to the store is then inline in the
+  /// effect's body, with no frame of its own.
   @inlinable
   func deliver(_ action: Action) async {
     await self.delivery.deliver(action, self)
@@ -336,14 +339,27 @@ enum EffectPlan<Action: Sendable>: Sendable {
 
 /// Where a running effect's actions go: the store that started it.
 ///
-/// `deliver` hops to the store's executor and hands the action to the root core, which drops it
-/// when the token was cancelled. It is formed by the store's inlinable initializer, in the
-/// feature's module, so the hop and the reduce are specialized for the feature's types.
+/// ``deliver(_:_:)`` hops to the store's executor (the receiver, an actor) and hands the action
+/// to the root core, which drops it when the unit was cancelled. The receiver's method is
+/// synchronous, so the hop is the only suspension: no async frame is allocated per action, as
+/// with `await actor.method()`.
 @usableFromInline struct EffectDelivery<Action: Sendable>: Sendable {
-  @usableFromInline let deliver: @concurrent @Sendable (Action, any EffectUnit) async -> Void
+  @usableFromInline let receiver: any EffectReceiver<Action>
 
-  @inlinable
-  init(_ deliver: @escaping @concurrent @Sendable (Action, any EffectUnit) async -> Void) {
-    self.deliver = deliver
+  init(receiver: any EffectReceiver<Action>) {
+    self.receiver = receiver
   }
+
+  /// Hands `action` of `unit` to the store, on its executor, and returns once it is reduced.
+  @inlinable
+  func deliver(_ action: Action, _ unit: any EffectUnit) async {
+    await self.receiver.receive(action, from: unit)
+  }
+}
+
+/// An actor that receives the actions of running effects: a store's ``StoreIsolation``.
+@usableFromInline protocol EffectReceiver<Action>: Actor {
+  associatedtype Action: Sendable
+  /// Reduces an action `unit` sent, unless `unit` was cancelled.
+  func receive(_ action: Action, from unit: any EffectUnit)
 }

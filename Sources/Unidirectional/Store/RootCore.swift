@@ -27,8 +27,6 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
   /// actor, and its isolated method runs unspecialized when an effect calls it from another module
   /// (measured: 30% of a delivery in generic-metadata lookups before this).
   @usableFromInline let receiveAction: (RootCore, Action, any EffectUnit) -> Void
-  /// Forms the ``EffectDelivery`` effects send through (specialized, like `sendAction`).
-  @usableFromInline let makeDelivery: (StoreIsolation<State, Action>) -> EffectDelivery<Action>
   /// The executor this core runs on, and how effects reach it.
   @usableFromInline let isolation = StoreIsolation<State, Action>()
 
@@ -79,14 +77,12 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
     observer: (@Sendable (StoreEvent<State, Action>) -> Void)?,
     storeObserver: (any StoreObserver<State, Action>)?,
     sendAction: @escaping (RootCore, Action, SourceLocation) -> StoreTask,
-    receiveAction: @escaping (RootCore, Action, any EffectUnit) -> Void,
-    makeDelivery: @escaping (StoreIsolation<State, Action>) -> EffectDelivery<Action>
+    receiveAction: @escaping (RootCore, Action, any EffectUnit) -> Void
   ) {
     self.currentState = initialState
     self.reducer = reducer
     self.sendAction = sendAction
     self.receiveAction = receiveAction
-    self.makeDelivery = makeDelivery
     let dependencies = DependencyBox.make(configuration.dependencies)
     self.dependencies = dependencies
     self.dependenciesPointer = Unmanaged.passUnretained(dependencies).toOpaque()
@@ -135,10 +131,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
       observer: observer,
       storeObserver: storeObserver,
       sendAction: { core, action, location in core.sendNow(action, location: location) },
-      receiveAction: { core, action, unit in core.receive(action, from: unit) },
-      makeDelivery: { isolation in
-        EffectDelivery { action, token in await isolation.receive(action, from: token) }
-      }
+      receiveAction: { core, action, unit in core.receive(action, from: unit) }
     )
   }
 
@@ -388,7 +381,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
       cancelsTimers: self.extras?.cancelsTimers ?? true,
       effectsEnded: { await isolation.release() }
     )
-    self.delivery = self.makeDelivery(isolation)
+    self.delivery = EffectDelivery(receiver: isolation)
     let stored = self.supervisorReference.storeIfNil(supervisor)
     self.effects = stored
     return stored

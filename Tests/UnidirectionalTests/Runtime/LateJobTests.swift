@@ -8,8 +8,8 @@ import Testing
   @Test func jobsSubmittedAfterShutdownNeverRunAndGiveUpTheirQueuePlaces() async {
     let supervisor = EffectSupervisor(executorPreference: nil, reporter: .default)
     let ran = LockIsolated(false)
-    let delivered = LockIsolated<[Int]>([])
-    let delivery = EffectDelivery<Int> { action, _ in delivered.withValue { $0.append(action) } }
+    let recorder = Recorder()
+    let delivery = EffectDelivery(receiver: recorder)
     var planner = EffectPlanner<Int>()
     let effect = Effect<Int>.merge(
       .run { _ in ran.setValue(true) },
@@ -22,7 +22,7 @@ import Testing
     supervisor.apply(&planner.steps, jobs: &planner.jobs)
     await supervisor.waitUntilEnded()
     #expect(!ran.value)
-    #expect(delivered.value.isEmpty)
+    #expect(await recorder.received.isEmpty)
     #expect(supervisor.liveCount == 0)
     #expect(supervisor.queueCount == 0)
     #expect(supervisor.isShutDown)
@@ -30,7 +30,7 @@ import Testing
 
   @Test func cancellingByIdentifierThroughTheSupervisorFinishesPendingUnits() async {
     let supervisor = EffectSupervisor(executorPreference: nil, reporter: .default)
-    let delivery = EffectDelivery<Int> { _, _ in }
+    let delivery = EffectDelivery(receiver: Recorder())
     var planner = EffectPlanner<Int>()
     let effect = Effect<Int>.run { _ in await untilCancelled() }
       .cancellable(id: "sleep")
@@ -41,5 +41,14 @@ import Testing
     #expect(supervisor.liveCount == 0)
     supervisor.apply(&planner.steps, jobs: &planner.jobs)  // its job finds nothing to run
     await supervisor.waitUntilEnded()
+  }
+}
+
+/// Records the actions effects deliver.
+private actor Recorder: EffectReceiver {
+  var received: [Int] = []
+
+  func receive(_ action: Int, from unit: any EffectUnit) {
+    self.received.append(action)
   }
 }
