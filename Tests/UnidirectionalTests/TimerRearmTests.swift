@@ -207,4 +207,60 @@ private struct Rearming: Reducer {
     let movedAfterPopping = queue.reschedule(queued, to: .seconds(1))
     #expect(!movedAfterPopping)
   }
+
+  @Test func theShutdownMarkFoldsIntoATimerWithoutHidingWhereTheIdentifierWas() {
+    let clock = TestClock()
+    // The idle-timer pattern: identifier first, then the mark: one timer value, no wrapper.
+    let marked = Effect<Int>.send(1, after: .seconds(1), clock: clock)
+      .cancellable(id: "idle", cancelInFlight: true)
+      .cancelledOnShutdown()
+    guard case .timer(let timer, keyed: true, marked: true) = marked.operation else {
+      Issue.record("not folded: \(marked.operation)")
+      return
+    }
+    #expect(timer.cancelKey == CancelKey("idle", scope: nil))
+    // The mark first: the identifier stays a wrapper, so its cancel-in-flight still runs while a
+    // graceful shutdown refuses the marked timer (as it did before the fold).
+    let markedFirst = Effect<Int>.send(1, after: .seconds(1), clock: clock)
+      .cancelledOnShutdown()
+      .cancellable(id: "idle", cancelInFlight: true)
+    guard
+      case .cancellable(_, cancelInFlight: true, let inner) = markedFirst.operation,
+      case .timer(_, keyed: false, marked: true) = inner.operation
+    else {
+      Issue.record("unexpected shape: \(markedFirst.operation)")
+      return
+    }
+    // Mapped through a parent, the mark stays.
+    guard case .timer(_, keyed: true, marked: true) = marked.map({ "\($0)" }).operation else {
+      Issue.record("the mark was lost in map")
+      return
+    }
+  }
+
+  @Test func aMarkedTimerReArmsInPlaceAndAGracefulShutdownStillCancelsItAtOnce() async {
+    let clock = TestClock()
+    let store = Store(initialState: 0) {
+      Reduce<Int, Int> { state, action in
+        state += action
+        return action > 0
+          ? .send(-1, after: .seconds(10), clock: clock)
+            .cancellable(id: "idle", cancelInFlight: true)
+            .cancelledOnShutdown()
+          : .none
+      }
+    }
+    let key = CancelKey("idle", scope: nil)
+    await store.send(1)
+    let first = store.core.supervisor?.units(under: key) ?? []
+    await store.send(1)
+    let second = store.core.supervisor?.units(under: key) ?? []
+    #expect(first.count == 1)
+    #expect(second.count == 1)
+    #expect(first.first === second.first)
+    #expect(clock.sleeperCount == 1)
+    await store.shutdown(gracePeriod: .seconds(60), clock: clock)
+    #expect(clock.sleeperCount == 0)
+    #expect(await store.state == 2)
+  }
 }

@@ -36,8 +36,11 @@ extension Effect {
     switch effect.operation {
     case .none where !cancelInFlight:
       return .none
-    case .timer(let timer, keyed: false) where timer.fold(key, cancelInFlight: cancelInFlight):
-      return Self(operation: .timer(timer, keyed: true))
+    // NB: not once marked: `.cancelledOnShutdown().cancellable(...)` cancels in flight even while a
+    // graceful shutdown refuses the marked timer, which the wrapper keeps.
+    case .timer(let timer, keyed: false, marked: false)
+    where timer.fold(key, cancelInFlight: cancelInFlight):
+      return Self(operation: .timer(timer, keyed: true, marked: false))
     default:
       return Self(operation: .cancellable(key, cancelInFlight: cancelInFlight, effect))
     }
@@ -87,7 +90,15 @@ extension Effect {
   ///
   /// - Returns: The same effect, cancelled when a graceful shutdown begins.
   public func cancelledOnShutdown() -> Self {
-    if case .none = self.operation { return .none }
+    switch self.operation {
+    case .none:
+      return .none
+    case .timer(let timer, let keyed, marked: _):
+      // NB: the mark folds into the timer (no box): the idle-timer pattern re-arms per request.
+      return Self(operation: .timer(timer, keyed: keyed, marked: true))
+    default:
+      break
+    }
     // NB: a mark on the units, not a cancellation identifier: an identifier cost a second
     // registry entry per unit (a dictionary per store) and a deferred closure per effect.
     return Self(operation: .cancelledOnShutdown(self))

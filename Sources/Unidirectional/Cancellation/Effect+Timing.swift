@@ -36,7 +36,8 @@ extension Effect {
         return Self(
           operation: .timer(
             RunTimerOperation(run: run, delay: duration, clock: clock, host: host),
-            keyed: false
+            keyed: false,
+            marked: false
           )
         )
         .cancellable(id: id, cancelInFlight: true)
@@ -253,7 +254,8 @@ private func throttled<Action: Sendable, C: Clock<Duration>>(
     let held = Effect(
       operation: .timer(
         RunTimerOperation(run: run, delay: wait, clock: clock, host: host),
-        keyed: false
+        keyed: false,
+        marked: false
       )
     )
     .cancellable(id: delayID, cancelInFlight: latest)

@@ -120,8 +120,10 @@ extension Effect {
       return .send(transform(action))
     case .run(let run):
       return Effect<NewAction>(operation: .run(run.map(transform)))
-    case .timer(let timer, let keyed):
-      return Effect<NewAction>(operation: .timer(timer.map(transform, keyed: keyed), keyed: keyed))
+    case .timer(let timer, let keyed, let marked):
+      return Effect<NewAction>(
+        operation: .timer(timer.map(transform, keyed: keyed), keyed: keyed, marked: marked)
+      )
     case .cancel(let keys):
       return Effect<NewAction>(operation: .cancel(keys))
     case .cancellable(let key, let cancelInFlight, let effect):

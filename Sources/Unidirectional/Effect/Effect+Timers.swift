@@ -46,7 +46,8 @@ extension Effect {
     Self(
       operation: .timer(
         SendTimerOperation(action: action, delay: delay, interval: nil, clock: clock),
-        keyed: false
+        keyed: false,
+        marked: false
       )
     )
   }
@@ -111,7 +112,8 @@ extension Effect {
     return Self(
       operation: .timer(
         SendTimerOperation(action: action, delay: interval, interval: interval, clock: clock),
-        keyed: false
+        keyed: false,
+        marked: false
       )
     )
   }

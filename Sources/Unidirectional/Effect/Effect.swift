@@ -40,7 +40,9 @@ public struct Effect<Action: Sendable>: Sendable {
     /// NB: a class: inline, its clock and durations made every `Effect` (and so every reduce,
     /// which returns one) ~70 B larger: a `send` returning `.none` went from 65 to 92 ns.
     /// `keyed`: whether the identifier folded into it (by the first `.cancellable`) applies.
-    case timer(TimerOperation<Action>, keyed: Bool)
+    /// `marked`: whether ``Effect/cancelledOnShutdown()`` was applied to it, folded in here
+    /// rather than boxed as ``cancelledOnShutdown(_:)`` (an allocation per idle-timer re-arm).
+    case timer(TimerOperation<Action>, keyed: Bool, marked: Bool)
     /// Cancels the effects registered under these identifiers.
     case cancel([CancelKey])
     /// The inner effect, registered under an identifier.

@@ -99,27 +99,31 @@ struct EffectPlanner<Action: Sendable> {
       self.register(job, keys)
       self.jobs.append(job)
 
-    case .timer(let timer, let keyed):
-      if keyed, keys.isEmpty, timer.cancelInFlight, timer.interval == nil, !self.lowersTimers,
-        let key = timer.cancelKey, let host = timer.host,
-        self.rearmInPlace(timer, key: key, host: host, supervisor: supervisor)
-      {
+    case .timer(let timer, let keyed, let marked):
+      guard marked, !self.isMarkingForShutdown else {
+        self.planTimer(
+          timer,
+          keyed: keyed,
+          keys: keys,
+          delivery: delivery,
+          supervisor: supervisor,
+          action: action
+        )
         return
       }
-      let keys = self.foldedKeys(of: timer, keyed: keyed, into: keys)
-      guard let host = timer.host, !self.lowersTimers else {
-        self.planSleepingTimer(timer, keys: keys, delivery: delivery, action: action)
-        return
-      }
-      let unit = TimerUnit.make(
-        lifetime: self.joinedLifetime(),
-        timer: timer,
-        host: host,
+      // As `.cancelledOnShutdown` around it: refused once a graceful shutdown has begun, and its
+      // unit carries the mark.
+      guard !supervisor.hasBegunDraining else { return }
+      self.isMarkingForShutdown = true
+      self.planTimer(
+        timer,
+        keyed: keyed,
+        keys: keys,
         delivery: delivery,
-        supervisor: supervisor
+        supervisor: supervisor,
+        action: action
       )
-      self.register(unit, keys)
-      self.timers.append(unit)
+      self.isMarkingForShutdown = false
 
     case .cancel(let cancelled):
       self.steps.append(.cancel(CancelKeys(cancelled)))
@@ -226,6 +230,39 @@ struct EffectPlanner<Action: Sendable> {
     guard let joined else { return false }
     if self.lifetime == nil { self.lifetime = joined }
     return true
+  }
+
+  /// Plans a timer: re-armed in place when it can be, else a record for its clock's host (or a
+  /// sleeping task on a clock with none).
+  @inlinable
+  mutating func planTimer(
+    _ timer: TimerOperation<Action>,
+    keyed: Bool,
+    keys: CancelKeys,
+    delivery: EffectDelivery<Action>,
+    supervisor: EffectSupervisor,
+    action: Action?
+  ) {
+    if keyed, keys.isEmpty, timer.cancelInFlight, timer.interval == nil, !self.lowersTimers,
+      let key = timer.cancelKey, let host = timer.host,
+      self.rearmInPlace(timer, key: key, host: host, supervisor: supervisor)
+    {
+      return
+    }
+    let keys = self.foldedKeys(of: timer, keyed: keyed, into: keys)
+    guard let host = timer.host, !self.lowersTimers else {
+      self.planSleepingTimer(timer, keys: keys, delivery: delivery, action: action)
+      return
+    }
+    let unit = TimerUnit.make(
+      lifetime: self.joinedLifetime(),
+      timer: timer,
+      host: host,
+      delivery: delivery,
+      supervisor: supervisor
+    )
+    self.register(unit, keys)
+    self.timers.append(unit)
   }
 
   /// `keys` and the identifier a `.cancellable` folded into `timer` (when it applies), after
@@ -341,7 +378,19 @@ struct EffectPlanner<Action: Sendable> {
       )
       self.register(job, keys)
       return .run(job)
-    case .timer(let timer, let keyed):
+    case .timer(let timer, let keyed, let marked):
+      if marked && !self.isMarkingForShutdown {
+        guard !supervisor.hasBegunDraining else { return nil }
+        self.isMarkingForShutdown = true
+        defer { self.isMarkingForShutdown = false }
+        return self.plan(
+          Effect(operation: .timer(timer, keyed: keyed, marked: false)),
+          keys: keys,
+          delivery: delivery,
+          supervisor: supervisor,
+          action: action
+        )
+      }
       let keys = self.foldedKeys(of: timer, keyed: keyed, into: keys)
       // NB: inside an ordered step the timer waits for its turn: a task that sleeps.
       let job = RunJob(
