@@ -12,23 +12,41 @@
 ///   while anyone may still call ``cancel()`` on it.
 ///
 /// `TaskSlotTests` stress-test this contract (cancellers racing effects that end).
-// Safety: the handle is used only while its task is alive: pins keep it so (see above).
+///
+/// NB: the handle is kept as its bits, not as an `UnsafeCurrentTask`: that type is not frozen
+/// (its module is built for library evolution), so a stored one made the slot, the state
+/// machine's records and the maps that hold them inline of unknown layout in this module, and
+/// every copy, move and destroy of a record went through run-time value witnesses.
+// Safety: the handle is used only while its task is alive: pins keep it so (see above). The bits
+// are those of an `UnsafeCurrentTask` (one reference, checked in `init`); `cancel()` makes a
+// proper copy of that value from them (a load, which retains what it must), and nothing else
+// reads them but to compare.
 struct TaskSlot: @unchecked Sendable {
-  private let task: UnsafeCurrentTask
+  private let bits: UInt
 
   init(_ task: UnsafeCurrentTask) {
-    self.task = task
+    self.bits = Self.bits(of: task)
   }
 
   /// Whether this is the slot of `task`.
   func isRunning(_ task: UnsafeCurrentTask) -> Bool {
-    self.task == task
+    self.bits == Self.bits(of: task)
   }
 
   /// Cancels the task.
   ///
   /// Call only while the effect's record is pinned (see above).
   func cancel() {
-    self.task.cancel()
+    withUnsafeBytes(of: self.bits) { $0.load(as: UnsafeCurrentTask.self) }.cancel()
+  }
+
+  private static func bits(of task: borrowing UnsafeCurrentTask) -> UInt {
+    withUnsafeBytes(of: task) { bytes in
+      precondition(
+        bytes.count == MemoryLayout<UInt>.size,
+        "UnsafeCurrentTask is \(bytes.count) bytes on this runtime, not one word: TaskSlot needs updating"
+      )
+      return bytes.load(as: UInt.self)
+    }
   }
 }
