@@ -89,6 +89,7 @@ extension Effect {
   /// ``Store/shutdown()`` cancels every effect anyway; the mark changes nothing there.
   ///
   /// - Returns: The same effect, cancelled when a graceful shutdown begins.
+  @inlinable
   public func cancelledOnShutdown() -> Self {
     switch self.operation {
     case .none:

@@ -64,7 +64,7 @@ public struct DependencyValues: Sendable {
 
   /// Whether nothing is overridden, the context is live and no child scope is set (effects then
   /// skip binding them).
-  var isDefault: Bool {
+  @usableFromInline var isDefault: Bool {
     self.storage.isEmpty && self.context == .live && self.cancelScope == nil
   }
 
@@ -87,7 +87,7 @@ public struct DependencyValues: Sendable {
 
   /// Runs `operation` with these dependencies bound (a no-op binding when they are the
   /// defaults and nothing else is bound).
-  func bind<R>(
+  @usableFromInline func bind<R>(
     isolation: isolated (any Actor)? = #isolation,
     _ operation: () async -> R
   ) async -> R {

@@ -26,6 +26,10 @@ public struct Send<Action: Sendable>: Sendable {
   }
 
   /// The `Send` of one effect of a store.
+  ///
+  /// NB: inlinable: made in the effect's task, where a call would look up `Send<Action>`'s
+  /// metadata at run time for every effect.
+  @inlinable
   init(job: RunJob<Action>) {
     // NB: no placeholder closure: in generic code an empty closure still captures `Action`'s
     // metadata, an allocation per effect.
