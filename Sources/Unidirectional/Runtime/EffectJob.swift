@@ -35,60 +35,87 @@ import Synchronization
 ///
 /// The body is let go of as the effect starts: a `Send` kept past its effect (in a box the body
 /// captured, say) must not keep that body, and so itself, alive.
-@usableFromInline final class RunJob<Action: Sendable>: EffectJob, EffectUnit {
-  private let flags = Atomic<UInt8>(0)
-  private let owner: (any EffectUnit)?
-  @usableFromInline let priority: TaskPriority?
+///
+/// NB: no field of a type whose layout depends on `Action` or is not frozen (`Action?`,
+/// `TaskPriority?`): this class's code is generic, and storing or destroying one looked up its
+/// type's metadata at run time for every effect. The action a reducer returned it for lives in
+/// the ``ReducedRunJob`` subclass, as an `Action`.
+// Safety: every stored field is immutable, atomic or `Sendable`, but `body`, which has its own
+// Safety note; the one subclass adds an immutable `Action` (`Sendable`). Not final only for that
+// subclass, so the checker asks for this.
+@usableFromInline class RunJob<Action: Sendable>: EffectJob, EffectUnit, @unchecked Sendable {
+  private final let flags = Atomic<UInt8>(0)
+  private final let owner: (any EffectUnit)?
+  /// The priority's raw value (see ``RunOperation``).
+  @usableFromInline final let rawPriority: UInt8?
   // Safety: read and cleared once, by `takeBody()`, in the one task that runs or abandons the
   // job; the state machine hands a job to exactly one of those (through its lock, which orders
   // this write at creation before that read). Nothing else touches it.
-  private nonisolated(unsafe) var body: (@concurrent @Sendable (Send<Action>) async -> Void)?
-  @usableFromInline let delivery: EffectDelivery<Action>
-  /// The action whose reduce returned this effect, for diagnostics.
-  let action: Action?
+  private final nonisolated(unsafe) var body: (@concurrent @Sendable (Send<Action>) async -> Void)?
+  @usableFromInline final let delivery: EffectDelivery<Action>
 
   /// A `.run` unit of `lifetime`, or the first unit of a new one.
   @usableFromInline init(
     lifetime: (any EffectUnit)?,
     operation: RunOperation<Action>,
-    delivery: EffectDelivery<Action>,
-    action: Action?
+    delivery: EffectDelivery<Action>
   ) {
     self.owner = lifetime
-    self.priority = operation.priority
+    self.rawPriority = operation.rawPriority
     self.body = operation.body
     self.delivery = delivery
-    self.action = action
+  }
+
+  /// A `.run` unit, remembering the action whose reduce returned it when there is one.
+  @inlinable static func make(
+    lifetime: (any EffectUnit)?,
+    operation: RunOperation<Action>,
+    delivery: EffectDelivery<Action>,
+    action: Action?
+  ) -> RunJob {
+    guard let action else {
+      return RunJob(lifetime: lifetime, operation: operation, delivery: delivery)
+    }
+    return ReducedRunJob(
+      lifetime: lifetime,
+      operation: operation,
+      delivery: delivery,
+      action: action
+    )
+  }
+
+  @usableFromInline final var priority: TaskPriority? {
+    self.rawPriority.map(TaskPriority.init(rawValue:))
   }
 
   /// The action whose reduce returned this effect, described for a diagnostic.
   var startingActionDescription: String? {
-    self.action.map { debugDescription(of: $0) }
+    nil
   }
 
   /// The effect's body, once: later calls return `nil`.
-  func takeBody() -> (@concurrent @Sendable (Send<Action>) async -> Void)? {
+  final func takeBody() -> (@concurrent @Sendable (Send<Action>) async -> Void)? {
     defer { self.body = nil }
     return self.body
   }
 
-  @usableFromInline var lifetime: any EffectUnit {
+  @usableFromInline final var lifetime: any EffectUnit {
     self.owner ?? self
   }
 
-  @usableFromInline func loadFlags() -> UInt8 {
+  @usableFromInline final func loadFlags() -> UInt8 {
     self.flags.load(ordering: .acquiring)
   }
 
-  @usableFromInline func insertFlags(_ flags: UInt8) {
+  @usableFromInline final func insertFlags(_ flags: UInt8) {
     self.flags.bitwiseOr(flags, ordering: .acquiringAndReleasing)
   }
 
-  @usableFromInline func run(on supervisor: EffectSupervisor) async {
+  @usableFromInline final func run(on supervisor: EffectSupervisor) async {
     await EffectPlan.run(self, on: supervisor)
   }
 
-  @usableFromInline func startTask(on supervisor: EffectSupervisor) {
+  @usableFromInline final func startTask(on supervisor: EffectSupervisor) {
     let priority = self.priority ?? .medium
     guard let preference = supervisor.executorPreference else {
       // NB: no preference at all, not a `nil` one: a task created with one (even `nil`) carries a
@@ -111,7 +138,7 @@ import Synchronization
     }
   }
 
-  @usableFromInline func startTaskHere(on supervisor: EffectSupervisor) {
+  @usableFromInline final func startTaskHere(on supervisor: EffectSupervisor) {
     guard supervisor.executorPreference == nil, #available(macOS 26.0, *) else {
       self.startTask(on: supervisor)
       return
@@ -134,13 +161,33 @@ import Synchronization
   /// NB: inlinable, like ``Send/callAsFunction(_:)``: the hop to the store is then inline in the
   /// effect's body, with no frame of its own.
   @inlinable
-  func deliver(_ action: Action) async {
+  final func deliver(_ action: Action) async {
     await self.delivery.deliver(action, self)
   }
 
-  @usableFromInline func abandon(on supervisor: EffectSupervisor) {
+  @usableFromInline final func abandon(on supervisor: EffectSupervisor) {
     _ = self.takeBody()
     supervisor.abandon(self)
+  }
+}
+
+/// A ``RunJob`` a reducer returned, with the action it reduced (for diagnostics).
+// Safety: as for `RunJob`; `action` is immutable and `Sendable`.
+@usableFromInline final class ReducedRunJob<Action: Sendable>: RunJob<Action>, @unchecked Sendable {
+  private let action: Action
+
+  @usableFromInline init(
+    lifetime: (any EffectUnit)?,
+    operation: RunOperation<Action>,
+    delivery: EffectDelivery<Action>,
+    action: Action
+  ) {
+    self.action = action
+    super.init(lifetime: lifetime, operation: operation, delivery: delivery)
+  }
+
+  override var startingActionDescription: String? {
+    debugDescription(of: self.action)
   }
 }
 

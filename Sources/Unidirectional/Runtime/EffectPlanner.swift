@@ -90,7 +90,7 @@ struct EffectPlanner<Action: Sendable> {
       }
 
     case .run(let operation):
-      let job = RunJob(
+      let job = RunJob.make(
         lifetime: self.joinedLifetime(),
         operation: operation,
         delivery: delivery,
@@ -285,7 +285,7 @@ struct EffectPlanner<Action: Sendable> {
     delivery: EffectDelivery<Action>,
     action: Action?
   ) {
-    let job = RunJob(
+    let job = RunJob.make(
       lifetime: self.joinedLifetime(),
       operation: timer.asRun,
       delivery: delivery,
@@ -370,7 +370,7 @@ struct EffectPlanner<Action: Sendable> {
     case .send(let action):
       return .send(self.register(keys), action)
     case .run(let operation):
-      let job = RunJob(
+      let job = RunJob.make(
         lifetime: self.joinedLifetime(),
         operation: operation,
         delivery: delivery,
@@ -393,7 +393,7 @@ struct EffectPlanner<Action: Sendable> {
       }
       let keys = self.foldedKeys(of: timer, keyed: keyed, into: keys)
       // NB: inside an ordered step the timer waits for its turn: a task that sleeps.
-      let job = RunJob(
+      let job = RunJob.make(
         lifetime: self.joinedLifetime(),
         operation: timer.asRun,
         delivery: delivery,

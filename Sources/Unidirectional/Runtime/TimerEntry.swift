@@ -285,7 +285,7 @@ final class DelayedRunUnit<Action: Sendable>: StoreTimer<Action>, @unchecked Sen
     if self.isCancelled { return }
     let (run, delivery) = (self.run, self.delivery)
     self.supervisor.startFired(self) { lifetime in
-      RunJob(lifetime: lifetime, operation: run, delivery: delivery, action: nil)
+      RunJob(lifetime: lifetime, operation: run, delivery: delivery)
     }
   }
 }
