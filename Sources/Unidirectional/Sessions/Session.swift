@@ -12,13 +12,14 @@ import Synchronization
   init(clock: SessionClock) {
     self.clock = clock
     self.lastActiveNanoseconds = Atomic(clock.host.nowOffset.nanoseconds)
-    self.stamp.store(clock.nextStamp(), ordering: .relaxed)
+    if clock.tracksRecency { self.stamp.store(clock.nextStamp(), ordering: .relaxed) }
   }
 
   /// The store is about to reduce an action.
   @usableFromInline func touch() {
-    self.lastActiveNanoseconds.store(self.clock.host.nowOffset.nanoseconds, ordering: .relaxed)
-    self.stamp.store(self.clock.nextStamp(), ordering: .relaxed)
+    let clock = self.clock
+    self.lastActiveNanoseconds.store(clock.host.nowOffset.nanoseconds, ordering: .relaxed)
+    if clock.tracksRecency { self.stamp.store(clock.nextStamp(), ordering: .relaxed) }
     self.count.add(1, ordering: .relaxed)
   }
 
@@ -39,12 +40,20 @@ import Synchronization
 }
 
 /// A registry's time: the host its idle timers wait on, and the recency counter of its sessions.
+///
+/// NB: only a registry with a capacity orders its sessions by recency (it evicts the least
+/// recently used). Without one, no reduce touches the shared counter: every session's reduce
+/// wrote it, and under load on two cores its cache line (with `host`, read by every reduce too)
+/// moved between them, ~4% of a session request.
 final class SessionClock: Sendable {
   let host: any TimerHost
+  /// Whether sessions take recency stamps (the registry has a capacity).
+  let tracksRecency: Bool
   private let stamps = Atomic<UInt64>(0)
 
-  init(host: any TimerHost) {
+  init(host: any TimerHost, tracksRecency: Bool) {
     self.host = host
+    self.tracksRecency = tracksRecency
   }
 
   func nextStamp() -> UInt64 {

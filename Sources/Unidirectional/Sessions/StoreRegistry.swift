@@ -266,7 +266,10 @@ where R.State: Sendable {
     self.capacity = capacity ?? .max
     self.passivationGracePeriod = passivationGracePeriod
     self.clock = clock
-    self.sessionClock = SessionClock(host: timerHost(for: clock) ?? makeTimerService(clock))
+    self.sessionClock = SessionClock(
+      host: timerHost(for: clock) ?? makeTimerService(clock),
+      tracksRecency: capacity != nil
+    )
     self.makeObserver = makeObserver
     self.makeStore = makeStore
     var dependencies = DependencyValues._inherited()
