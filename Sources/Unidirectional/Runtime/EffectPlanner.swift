@@ -100,21 +100,13 @@ struct EffectPlanner<Action: Sendable> {
       self.jobs.append(job)
 
     case .timer(let timer, let keyed, let marked):
-      guard marked, !self.isMarkingForShutdown else {
-        self.planTimer(
-          timer,
-          keyed: keyed,
-          keys: keys,
-          delivery: delivery,
-          supervisor: supervisor,
-          action: action
-        )
-        return
+      // Marked, it plans as `.cancelledOnShutdown` around it: refused once a graceful shutdown
+      // has begun, and its unit carries the mark.
+      let marks = marked && !self.isMarkingForShutdown
+      if marks {
+        guard !supervisor.hasBegunDraining else { return }
+        self.isMarkingForShutdown = true
       }
-      // As `.cancelledOnShutdown` around it: refused once a graceful shutdown has begun, and its
-      // unit carries the mark.
-      guard !supervisor.hasBegunDraining else { return }
-      self.isMarkingForShutdown = true
       self.planTimer(
         timer,
         keyed: keyed,
@@ -123,7 +115,7 @@ struct EffectPlanner<Action: Sendable> {
         supervisor: supervisor,
         action: action
       )
-      self.isMarkingForShutdown = false
+      if marks { self.isMarkingForShutdown = false }
 
     case .cancel(let cancelled):
       self.steps.append(.cancel(CancelKeys(cancelled)))

@@ -17,10 +17,10 @@
 /// (its module is built for library evolution), so a stored one made the slot, the state
 /// machine's records and the maps that hold them inline of unknown layout in this module, and
 /// every copy, move and destroy of a record went through run-time value witnesses.
-// Safety: the handle is used only while its task is alive: pins keep it so (see above). The bits
-// are those of an `UnsafeCurrentTask` (one reference, checked in `init`); `cancel()` makes a
+// The bits are those of an `UnsafeCurrentTask` (one word, checked in `init`); `cancel()` makes a
 // proper copy of that value from them (a load, which retains what it must), and nothing else
 // reads them but to compare.
+// Safety: the handle is used only while its task is alive: pins keep it so (see above).
 struct TaskSlot: @unchecked Sendable {
   private let bits: UInt
 
