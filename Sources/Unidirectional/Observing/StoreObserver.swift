@@ -111,9 +111,9 @@ public enum ActionOrigin: Sendable, Hashable, CustomStringConvertible {
 /// Identifies one running `.run` effect of a store, from its start to its end (an identity may be
 /// reused after the effect has ended).
 public struct EffectReference: Sendable, Hashable, CustomStringConvertible {
-  private let raw: ObjectIdentifier
+  @usableFromInline let raw: ObjectIdentifier
 
-  init(_ unit: any EffectUnit) {
+  @usableFromInline init(_ unit: any EffectUnit) {
     self.raw = ObjectIdentifier(unit)
   }
 

@@ -301,7 +301,10 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
   }
 
   /// Tells the observer about a reduced action and the state change.
-  @usableFromInline
+  ///
+  /// NB: inlinable, so it is specialized with the store: generic, it copied the old and new
+  /// states through run-time value witnesses on every observed action.
+  @inlinable
   func notify(
     _ observer: any StoreObserver<State, Action>,
     reduced action: Action,
@@ -642,7 +645,7 @@ final class RootCoreExtras<State: Sendable, Action: Sendable> {
   @usableFromInline let reporter: IssueReporter
   @usableFromInline let observer: (@Sendable (StoreEvent<State, Action>) -> Void)?
   /// `==` when `State` is `Equatable` and there is an observer (for `stateChanged`).
-  let stateComparison: ((State, State) -> Bool)?
+  @usableFromInline let stateComparison: ((State, State) -> Bool)?
   let executorPreference: (any TaskExecutor)?
   @usableFromInline let recordsOrigins: Bool
   @usableFromInline let checksDelivery: Bool
