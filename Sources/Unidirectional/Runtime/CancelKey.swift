@@ -1,10 +1,10 @@
 /// A cancellation identifier: its type, its value, and the child feature it was made in.
 ///
-/// Keyed by type and value (``CancelValue``). An identifier made while an `ifLet` or `forEach`
+/// Keyed by type and value (``CancelIdentity``). An identifier made while an `ifLet` or `forEach`
 /// child reducer runs carries that child's ``CancelScope``, so equal identifiers in two rows name
 /// different effects, as in the Composable Architecture.
 @usableFromInline struct CancelKey: Hashable, Sendable, CustomStringConvertible {
-  @usableFromInline let value: CancelValue
+  @usableFromInline let identity: CancelIdentity
   @usableFromInline let scope: CancelScope?
 
   /// The identifier, scoped to the child feature whose reducer is running (if any).
@@ -20,22 +20,22 @@
 
   @inlinable
   init<ID: Hashable & Sendable>(_ id: ID, scope: CancelScope?) {
-    self.value = TypedCancelValue(id)
+    self.identity = CancelIdentity(id)
     self.scope = scope
   }
 
   @usableFromInline static func == (lhs: Self, rhs: Self) -> Bool {
-    (lhs.value === rhs.value || lhs.value.isEqual(to: rhs.value)) && lhs.scope == rhs.scope
+    lhs.identity == rhs.identity && lhs.scope == rhs.scope
   }
 
   @usableFromInline func hash(into hasher: inout Hasher) {
-    self.value.hash(into: &hasher)
+    self.identity.hash(into: &hasher)
     hasher.combine(self.scope)
   }
 
   /// The identifier as the user wrote it, for diagnostics.
   @usableFromInline var description: String {
-    self.value.description
+    self.identity.description
   }
 
   /// A child state's identity: only hashed, compared and described, never handed out.
@@ -53,28 +53,89 @@ func currentCancelScope() -> CancelScope? {
   DependencyValues.current.cancelScope
 }
 
-/// A cancellation identifier's value, type-erased with the type's own `==` (a class of our own
-/// instead of `AnyHashable`, whose `==` looked up generic metadata on every comparison: ~14% of a
-/// cancellable `.send`).
+/// A cancellation identifier's value, type-erased with the type's own `==` and `hash(into:)`.
 ///
 /// Keyed by type and value, so `1` and `"1"` never collide (nor `1 as Int` and `1 as UInt8`, which
 /// `AnyHashable` alone would merge).
+///
+/// NB: an identifier of a plain type of at most 8 bytes (the usual `enum CancelID { case timer }`,
+/// an `Int`) is kept in place, as its bits and its type, with no allocation: boxed, it cost every
+/// `.cancellable(id:)` and every re-armed idle timer an allocation (half of a re-arm's two). The
+/// type is the metatype of its ``TypedCancelValue``, whose class methods compare, hash and
+/// describe the bits as an `ID`. Any other identifier is boxed. Not `AnyHashable`, whose `==`
+/// looked up generic metadata on every comparison (~14% of a cancellable `.send`).
+@usableFromInline enum CancelIdentity: Sendable, Hashable, CustomStringConvertible {
+  /// A plain identifier of at most 8 bytes: its bits (zero beyond its size), and its type.
+  case inline(UInt64, CancelValue.Type)
+  /// Any other identifier.
+  case boxed(CancelValue)
+
+  @inlinable init<ID: Hashable & Sendable>(_ id: ID) {
+    if _isPOD(ID.self), MemoryLayout<ID>.size <= 8, MemoryLayout<ID>.alignment <= 8 {
+      var bits: UInt64 = 0
+      withUnsafeMutableBytes(of: &bits) { $0.storeBytes(of: id, as: ID.self) }
+      self = .inline(bits, TypedCancelValue<ID>.self)
+    } else {
+      self = .boxed(TypedCancelValue(id))
+    }
+  }
+
+  @usableFromInline static func == (lhs: Self, rhs: Self) -> Bool {
+    switch (lhs, rhs) {
+    case (.inline(let left, let type), .inline(let right, let otherType)):
+      // NB: equal bits of one plain type are one value; unequal ones may still be equal to
+      // the type's `==` (padding, or an `==` of its own), which decides.
+      guard ObjectIdentifier(type) == ObjectIdentifier(otherType) else { return false }
+      return left == right || type.inlineEqual(left, right)
+    case (.boxed(let left), .boxed(let right)):
+      return left === right || left.isEqual(to: right)
+    case (.inline, .boxed), (.boxed, .inline):
+      // One type is always kept the same way, so these are two types.
+      return false
+    }
+  }
+
+  @usableFromInline func hash(into hasher: inout Hasher) {
+    switch self {
+    case .inline(let bits, let type): type.inlineHash(bits, into: &hasher)
+    case .boxed(let value): value.hash(into: &hasher)
+    }
+  }
+
+  @usableFromInline var description: String {
+    switch self {
+    case .inline(let bits, let type): type.inlineDescription(bits)
+    case .boxed(let value): value.description
+    }
+  }
+}
+
+/// A boxed identifier of any type (``CancelIdentity/boxed(_:)``); its subclass's metatype is the
+/// type of an identifier kept in place (``CancelIdentity/inline(_:_:)``).
 // Safety: immutable; subclasses hold only a `Sendable` identifier.
 @usableFromInline class CancelValue: @unchecked Sendable, CustomStringConvertible {
   @usableFromInline init() {}
 
   /// Feeds the identifier and its type to `hasher`.
   ///
-  /// NB: hashed on demand, not stored: a stored hash made the box of a one-byte enum identifier
-  /// (the usual `enum CancelID { case timer }`) a 48 B allocation instead of 32, in every armed
-  /// store. It is needed only once a store's identifiers outgrow their inline map, and fed to the
-  /// key's own hasher (no hasher of its own to finalize).
+  /// NB: hashed on demand, not stored: a stored hash made a box 48 B instead of 32. It is needed
+  /// only once a store's identifiers outgrow their inline map, and fed to the key's own hasher
+  /// (no hasher of its own to finalize).
   @usableFromInline func hash(into hasher: inout Hasher) {}
 
   /// Whether `other` holds an identifier of the same type and value.
   @usableFromInline func isEqual(to other: CancelValue) -> Bool { false }
 
   @usableFromInline var description: String { "" }
+
+  /// Whether two identifiers kept in place as bits of this type are equal.
+  @usableFromInline class func inlineEqual(_ left: UInt64, _ right: UInt64) -> Bool { false }
+
+  /// Feeds an identifier kept in place as bits of this type, and the type, to `hasher`.
+  @usableFromInline class func inlineHash(_ bits: UInt64, into hasher: inout Hasher) {}
+
+  /// An identifier kept in place as bits of this type, as the user wrote it.
+  @usableFromInline class func inlineDescription(_ bits: UInt64) -> String { "" }
 }
 
 /// A ``CancelValue`` of one identifier type.
@@ -101,6 +162,25 @@ final class TypedCancelValue<ID: Hashable & Sendable>: CancelValue,
   }
 
   @usableFromInline override var description: String { "\(self.id)" }
+
+  /// The identifier whose bits these are (``CancelIdentity/init(_:)`` kept only plain values of
+  /// at most 8 bytes so).
+  private static func load(_ bits: UInt64) -> ID {
+    withUnsafeBytes(of: bits) { $0.load(as: ID.self) }
+  }
+
+  @usableFromInline override class func inlineEqual(_ left: UInt64, _ right: UInt64) -> Bool {
+    Self.load(left) == Self.load(right)
+  }
+
+  @usableFromInline override class func inlineHash(_ bits: UInt64, into hasher: inout Hasher) {
+    hasher.combine(ObjectIdentifier(ID.self))
+    hasher.combine(Self.load(bits))
+  }
+
+  @usableFromInline override class func inlineDescription(_ bits: UInt64) -> String {
+    "\(Self.load(bits))"
+  }
 }
 
 /// Where a child feature's cancellation identifiers live: the `ifLet`/`forEach` element whose
