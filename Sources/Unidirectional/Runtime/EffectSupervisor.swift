@@ -47,8 +47,15 @@ import Synchronization
   }
 
   private let guarded = LockedBox(Guarded())
-  /// Set when a graceful shutdown begins (``beginDraining()``), read by the planner lock-free.
-  private let draining = Atomic(false)
+  /// Two things read without the lock, in one word: bit 0 is set when a graceful shutdown begins
+  /// (``beginDraining()``, read by the planner); the other bits are a one-shot timer record that
+  /// ended, retained, kept for the store's next timer (0: none; a record's address leaves the
+  /// low bits free), so that arming it allocates no record (``takeSpareTimer()``).
+  ///
+  /// NB: one word, not a flag and a word: the supervisor stays in malloc's 64 B class (80 B with
+  /// a word of its own, 16 B of every store with effects).
+  private let drainingAndSpare = Atomic<UInt>(0)
+  private static let drainingBit: UInt = 1
   /// A test executor, a custom reporter or an observer; `nil` for a plain store's effects (the
   /// supervisor is then ~80 B smaller).
   private let extras: Extras?
@@ -109,7 +116,62 @@ import Synchronization
   }
 
   /// The executor effect tasks prefer (a test store's), if any.
+  deinit {
+    let bits = self.drainingAndSpare.load(ordering: .acquiring) & ~Self.drainingBit
+    if let pointer = UnsafeRawPointer(bitPattern: bits) {
+      Unmanaged<TimerEntry>.fromOpaque(pointer).release()
+    }
+  }
+
   var executorPreference: (any TaskExecutor)? { self.extras?.executorPreference }
+
+  // MARK: - The spare timer record
+
+  /// Keeps `timer`, a record that ended (fired, or cancelled and disarmed), for the next timer
+  /// the store arms, unless one is kept already.
+  ///
+  /// It is reused only if nothing else holds it by then (``takeSpareTimer()``): not a `StoreTask`
+  /// whose lifetime it stands for, not a unit of that lifetime, not a firing or delivery still
+  /// under way. Everything that reads its fields holds it.
+  func offerSpareTimer(_ timer: TimerEntry) {
+    var current = self.drainingAndSpare.load(ordering: .relaxed)
+    guard current & ~Self.drainingBit == 0 else { return }
+    let bits = UInt(bitPattern: Unmanaged.passRetained(timer).toOpaque())
+    precondition(bits & Self.drainingBit == 0, "A timer record at an odd address.")
+    while true {
+      let (exchanged, original) = self.drainingAndSpare.compareExchange(
+        expected: current,
+        desired: current | bits,
+        ordering: .acquiringAndReleasing
+      )
+      if exchanged { return }
+      // Another record was kept meanwhile, or only the draining bit changed: try again.
+      guard original & ~Self.drainingBit == 0 else { break }
+      current = original
+    }
+    Unmanaged.passUnretained(timer).release()
+  }
+
+  /// Whether a record is kept for the next timer (tests).
+  var hasSpareTimer: Bool {
+    self.drainingAndSpare.load(ordering: .acquiring) & ~Self.drainingBit != 0
+  }
+
+  /// The spare record (``offerSpareTimer(_:)``), if there is one and nothing else holds it.
+  @usableFromInline func takeSpareTimer() -> TimerEntry? {
+    guard self.drainingAndSpare.load(ordering: .relaxed) & ~Self.drainingBit != 0 else {
+      return nil
+    }
+    // Clears the record's bits and keeps the draining bit.
+    let (original, _) = self.drainingAndSpare.bitwiseAnd(
+      Self.drainingBit,
+      ordering: .acquiringAndReleasing
+    )
+    let bits = original & ~Self.drainingBit
+    guard let pointer = UnsafeRawPointer(bitPattern: bits) else { return nil }
+    var spare = Unmanaged<TimerEntry>.fromOpaque(pointer).takeRetainedValue()
+    return isKnownUniquelyReferenced(&spare) ? spare : nil
+  }
 
   /// The test executor effects run on, if a test harness drives them.
   var drainer: (any ManualDrainer)? { self.extras?.drainer }
@@ -390,6 +452,9 @@ import Synchronization
   func complete(_ token: any EffectUnit) {
     let finish = self.guarded.withLock { $0.machine.finish(token.id) }
     if case .finished(let resumptions) = finish { Self.resume(resumptions) }
+    if token.loadFlags() & UnitFlags.timer != 0 {
+      self.offerSpareTimer(unsafeDowncast(token as AnyObject, to: TimerEntry.self))
+    }
   }
 
   /// Finishes a unit whose job will not run it.
@@ -413,7 +478,7 @@ import Synchronization
   /// Starts a graceful shutdown: cancels the effects marked `cancelledOnShutdown()`, and makes
   /// later marked effects start cancelled (``Effect/cancelledOnShutdown()``).
   func beginDraining() {
-    self.draining.store(true, ordering: .releasing)
+    self.drainingAndSpare.bitwiseOr(Self.drainingBit, ordering: .releasing)
     self.perform(
       self.guarded.withLock { guarded in
         guarded.isDraining = true
@@ -429,7 +494,7 @@ import Synchronization
 
   /// ``isDraining`` without the lock, for the planner.
   @usableFromInline var hasBegunDraining: Bool {
-    self.draining.load(ordering: .acquiring)
+    self.drainingAndSpare.load(ordering: .acquiring) & Self.drainingBit != 0
   }
 
   /// Cancels every unit, leaving the store open.
@@ -443,6 +508,7 @@ import Synchronization
     if let timer = cancellation.timers.first {
       timer.host.disarm(timer)
       for timer in cancellation.timers.others { timer.host.disarm(timer) }
+      self.offerSpareTimer(timer)
     }
     Self.resume(cancellation.resumptions)
     guard !cancellation.tasks.isEmpty else { return }

@@ -48,7 +48,7 @@ import Synchronization
   /// ~10 ns each.
   @exclusivity(unchecked) final var owner: (any EffectUnit)?
   /// The host that queues the entry.
-  let host: any TimerHost
+  @usableFromInline let host: any TimerHost
   /// When the entry fires next, on the host's timeline.
   @exclusivity(unchecked) final var deadline: Duration
   /// The order in which entries were armed (ties between equal deadlines), set by the host.
@@ -101,6 +101,15 @@ import Synchronization
   /// The test executor the timer's store runs its effects on, settled after each firing on a
   /// ``TestClock``.
   var drainer: (any ManualDrainer)? { nil }
+
+  /// Makes an ended record a new timer of `lifetime` due at `deadline` (the store's spare record,
+  /// ``EffectSupervisor/takeSpareTimer()``: nothing else holds it, so nothing reads it meanwhile).
+  @usableFromInline final func prepareForReuse(lifetime: (any EffectUnit)?, deadline: Duration) {
+    precondition(self.heapSlot < 0, "A queued timer record was reused.")
+    self.owner = lifetime
+    self.deadline = deadline
+    self.flags.store(UnitFlags.timer, ordering: .relaxed)
+  }
 
   /// Whether `self` fires before `other`: earlier deadline, or equal deadline and armed first.
   @inline(__always)
@@ -164,6 +173,16 @@ import Synchronization
       )
     }
     let action = timer.action.unsafelyUnwrapped
+    if timer.interval == nil, let spare = supervisor.takeSpareTimer(),
+      ObjectIdentifier(type(of: spare)) == ObjectIdentifier(TimerUnit<Action>.self),
+      spare.host === host
+    {
+      // NB: the same store (the spare is its supervisor's), so the same delivery and supervisor.
+      let unit = unsafeDowncast(spare, to: TimerUnit<Action>.self)
+      unit.prepareForReuse(lifetime: lifetime, deadline: deadline)
+      unit.action = action
+      return unit
+    }
     if let interval = timer.interval {
       return RepeatingTimerUnit(
         lifetime: lifetime,

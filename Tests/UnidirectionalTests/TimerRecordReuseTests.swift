@@ -1,0 +1,95 @@
+import Testing
+import UnidirectionalTesting
+
+@testable import Unidirectional
+
+/// Timers under their own identifiers, armed, cancelled and fired one after another: the record of
+/// a timer that ended is kept for the store's next timer, and reused only when nothing else holds
+/// it.
+private struct Timers: Reducer {
+  struct State: Equatable, Sendable {
+    var fired: [Int] = []
+  }
+
+  enum Action: Equatable, Sendable {
+    case arm(Int)
+    case cancel(Int)
+    case fired(Int)
+  }
+
+  let clock: TestClock
+
+  func reduce(into state: inout State, action: Action) -> Effect<Action> {
+    switch action {
+    case .arm(let id):
+      return .send(.fired(id), after: .seconds(1), clock: self.clock).cancellable(id: id)
+    case .cancel(let id):
+      return .cancel(id: id)
+    case .fired(let id):
+      state.fired.append(id)
+      return .none
+    }
+  }
+}
+
+@Suite(.timeLimit(.minutes(1))) struct TimerRecordReuseTests {
+  /// The identity of the record armed under `id`.
+  ///
+  /// NB: not the record itself: a reference held here would keep it from being reused. A kept
+  /// record is not freed, so an equal identity is the same record, not a new one at its address.
+  private func record(
+    _ id: Int,
+    in store: Store<Timers.State, Timers.Action>
+  ) -> ObjectIdentifier? {
+    store.core.supervisor?.units(under: CancelKey(id, scope: nil)).first.map(ObjectIdentifier.init)
+  }
+
+  @Test func anEndedRecordIsReusedAndFiresCancelsAndKeepsArmingOrderLikeANewOne() async throws {
+    let clock = TestClock()
+    let store = Store(initialState: Timers.State()) { Timers(clock: clock) }
+    // A timer fires; its record ends and is kept.
+    await store.send(.arm(1))
+    let first = try #require(self.record(1, in: store))
+    await clock.advance(by: .seconds(1))
+    #expect(await store.state.fired == [1])
+    #expect(store.core.supervisor?.hasSpareTimer == true)
+    // The next timer takes it, and a second one due at the same instant fires after it.
+    await store.send(.arm(2))
+    #expect(self.record(2, in: store) == first)
+    #expect(store.core.supervisor?.hasSpareTimer == false)
+    await store.send(.arm(3))
+    #expect(self.record(3, in: store) != first)
+    // Cancelled, the reused record sends nothing, and its record is kept again.
+    await store.send(.cancel(2))
+    await clock.advance(by: .seconds(1))
+    #expect(await store.state.fired == [1, 3])
+    // Reused once more (its cancellation and arming order reset), it fires in arming order.
+    await store.send(.arm(4))
+    await store.send(.arm(5))
+    #expect(self.record(4, in: store) == first)
+    await clock.advance(by: .seconds(1))
+    #expect(await store.state.fired == [1, 3, 4, 5])
+    #expect(store.liveEffectCount == 0)
+    // NB: only then: a shutdown waits for live effects, and a record reused with its old flags
+    // never ends (the failures above are the report, not a hang).
+    if store.liveEffectCount == 0 { await store.shutdown() }
+  }
+
+  @Test func aRecordAStoreTaskStillHoldsIsNotReusedForTheNextTimer() async throws {
+    let clock = TestClock()
+    let store = Store(initialState: Timers.State()) { Timers(clock: clock) }
+    // The timer is its send's first unit, so that send's task stands for it.
+    let first = await store.send(.arm(1))
+    let record = try #require(self.record(1, in: store))
+    await store.send(.cancel(1))
+    #expect(first.isFinished)
+    let second = await store.send(.arm(2))
+    #expect(self.record(2, in: store) != record)
+    // Cancelling the first task again reaches nothing of the second timer's.
+    first.cancel()
+    await clock.advance(by: .seconds(1))
+    await second.finish()
+    #expect(await store.state.fired == [2])
+    await store.shutdown()
+  }
+}
