@@ -11,3 +11,9 @@ size_t cmallocstats_allocated_bytes(void) {
   return 0;
 #endif
 }
+
+void cmallocstats_release_free_memory(void) {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
