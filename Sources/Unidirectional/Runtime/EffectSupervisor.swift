@@ -115,7 +115,6 @@ import Synchronization
     if !cancelsTimers { self.guarded.withLock { $0.machine.cancelsTimers = false } }
   }
 
-  /// The executor effect tasks prefer (a test store's), if any.
   deinit {
     let bits = self.drainingAndSpare.load(ordering: .acquiring) & ~Self.drainingBit
     if let pointer = UnsafeRawPointer(bitPattern: bits) {
@@ -123,6 +122,7 @@ import Synchronization
     }
   }
 
+  /// The executor effect tasks prefer (a test store's), if any.
   var executorPreference: (any TaskExecutor)? { self.extras?.executorPreference }
 
   // MARK: - The spare timer record
