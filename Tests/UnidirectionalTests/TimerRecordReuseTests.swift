@@ -92,4 +92,28 @@ private struct Timers: Reducer {
     #expect(await store.state.fired == [2])
     await store.shutdown()
   }
+
+  @Test func aShutDownStoreKeepsNoRecordSoNothingKeepsItsRuntimeAlive() async throws {
+    let clock = TestClock()
+    let store = Store(initialState: Timers.State()) { Timers(clock: clock) }
+    await store.send(.arm(1))
+    await clock.advance(by: .seconds(1))
+    let supervisor = try #require(store.core.supervisor)
+    #expect(supervisor.hasSpareTimer)
+    // The kept record holds the supervisor: kept past the store's end, the two would leak.
+    await store.shutdown()
+    #expect(!supervisor.hasSpareTimer)
+    // A timer that ends after the shutdown (a firing under way then) is not kept either.
+    let core = try #require(store.core as? RootCore<Timers.State, Timers.Action>)
+    let late = TimerUnit<Timers.Action>(
+      lifetime: nil,
+      action: .fired(2),
+      host: clock,
+      deadline: .zero,
+      delivery: EffectDelivery(receiver: core.isolation),
+      supervisor: supervisor
+    )
+    supervisor.offerSpareTimer(late)
+    #expect(!supervisor.hasSpareTimer)
+  }
 }

@@ -47,15 +47,19 @@ import Synchronization
   }
 
   private let guarded = LockedBox(Guarded())
-  /// Two things read without the lock, in one word: bit 0 is set when a graceful shutdown begins
-  /// (``beginDraining()``, read by the planner); the other bits are a one-shot timer record that
-  /// ended, retained, kept for the store's next timer (0: none; a record's address leaves the
-  /// low bits free), so that arming it allocates no record (``takeSpareTimer()``).
+  /// What is read without the lock, in one word: bit 0 is set when a graceful shutdown begins
+  /// (``beginDraining()``, read by the planner), bit 1 when the supervisor shuts down (no record
+  /// is kept after that); the other bits are a one-shot timer record that ended, retained, kept
+  /// for the store's next timer (0: none; a record's 16-byte-aligned address leaves the low bits
+  /// free), so that arming it allocates no record (``takeSpareTimer()``).
   ///
-  /// NB: one word, not a flag and a word: the supervisor stays in malloc's 64 B class (80 B with
-  /// a word of its own, 16 B of every store with effects).
+  /// NB: one word, not flags and a word: the supervisor stays in malloc's 64 B class (80 B with
+  /// a word of its own, 16 B of every store with effects). The kept record holds the supervisor
+  /// (and the store's isolation): ``shutDown()`` lets go of it, or the two would keep each other.
   private let drainingAndSpare = Atomic<UInt>(0)
   private static let drainingBit: UInt = 1
+  private static let closedBit: UInt = 2
+  private static let flagBits: UInt = 3
   /// A test executor, a custom reporter or an observer; `nil` for a plain store's effects (the
   /// supervisor is then ~80 B smaller).
   private let extras: Extras?
@@ -116,10 +120,7 @@ import Synchronization
   }
 
   deinit {
-    let bits = self.drainingAndSpare.load(ordering: .acquiring) & ~Self.drainingBit
-    if let pointer = UnsafeRawPointer(bitPattern: bits) {
-      Unmanaged<TimerEntry>.fromOpaque(pointer).release()
-    }
+    self.dropSpareTimer()
   }
 
   /// The executor effect tasks prefer (a test store's), if any.
@@ -137,7 +138,7 @@ import Synchronization
     var current = self.drainingAndSpare.load(ordering: .relaxed)
     guard current & ~Self.drainingBit == 0 else { return }
     let bits = UInt(bitPattern: Unmanaged.passRetained(timer).toOpaque())
-    precondition(bits & Self.drainingBit == 0, "A timer record at an odd address.")
+    precondition(bits & Self.flagBits == 0, "A timer record at an unaligned address.")
     while true {
       let (exchanged, original) = self.drainingAndSpare.compareExchange(
         expected: current,
@@ -145,29 +146,41 @@ import Synchronization
         ordering: .acquiringAndReleasing
       )
       if exchanged { return }
-      // Another record was kept meanwhile, or only the draining bit changed: try again.
+      // Another record was kept meanwhile or the supervisor shut down: give up; only the
+      // draining bit changed: try again.
       guard original & ~Self.drainingBit == 0 else { break }
       current = original
     }
     Unmanaged.passUnretained(timer).release()
   }
 
+  /// Lets go of the kept record, if any.
+  private func dropSpareTimer() {
+    let (original, _) = self.drainingAndSpare.bitwiseAnd(
+      Self.flagBits,
+      ordering: .acquiringAndReleasing
+    )
+    if let pointer = UnsafeRawPointer(bitPattern: original & ~Self.flagBits) {
+      Unmanaged<TimerEntry>.fromOpaque(pointer).release()
+    }
+  }
+
   /// Whether a record is kept for the next timer (tests).
   var hasSpareTimer: Bool {
-    self.drainingAndSpare.load(ordering: .acquiring) & ~Self.drainingBit != 0
+    self.drainingAndSpare.load(ordering: .acquiring) & ~Self.flagBits != 0
   }
 
   /// The spare record (``offerSpareTimer(_:)``), if there is one and nothing else holds it.
   @usableFromInline func takeSpareTimer() -> TimerEntry? {
-    guard self.drainingAndSpare.load(ordering: .relaxed) & ~Self.drainingBit != 0 else {
+    guard self.drainingAndSpare.load(ordering: .relaxed) & ~Self.flagBits != 0 else {
       return nil
     }
-    // Clears the record's bits and keeps the draining bit.
+    // Clears the record's bits and keeps the flags.
     let (original, _) = self.drainingAndSpare.bitwiseAnd(
-      Self.drainingBit,
+      Self.flagBits,
       ordering: .acquiringAndReleasing
     )
-    let bits = original & ~Self.drainingBit
+    let bits = original & ~Self.flagBits
     guard let pointer = UnsafeRawPointer(bitPattern: bits) else { return nil }
     var spare = Unmanaged<TimerEntry>.fromOpaque(pointer).takeRetainedValue()
     return isKnownUniquelyReferenced(&spare) ? spare : nil
@@ -585,6 +598,9 @@ import Synchronization
   @usableFromInline @discardableResult
   func shutDown() -> Bool {
     let shutDown = self.guarded.withLock { $0.machine.shutDown() }
+    // NB: closed first, so the timers this cancels (or that end later) are not kept.
+    self.drainingAndSpare.bitwiseOr(Self.closedBit, ordering: .acquiringAndReleasing)
+    self.dropSpareTimer()
     self.perform(shutDown.cancellation)
     return shutDown.ended
   }
