@@ -101,17 +101,18 @@ struct Gate {
 // NB: a re-arm is 1: the timer operation (the record is re-armed in place, the lifetime token of
 // the send before is reused when nothing holds it, and a plain identifier of at most 8 bytes is
 // kept in place, not boxed). Arming is 1 too once a timer of the store has ended (its record is
-// kept for the next one), 2 for a store's first timer. An emitted
+// kept for the next one), 2 when no ended record can be reused (a store's first timer, or one a
+// `StoreTask` still holds). An emitted
 // action allocates nothing: at a threshold of 1 the "far below" check sat exactly at 0, and a
 // run whose empty burst happened to allocate more than the full one (-0.0002) failed it.
 let thresholds = (
   sendNone: 0.0, startEffect: 6.5, perEmittedAction: 0.0, cycleDrift: 5.0,
-  armTimer: 1.0, armFirstTimer: 2.0, rearmTimer: 1.0, fireTimer: 0.0
+  armTimer: 1.0, armWithoutReuse: 2.0, rearmTimer: 1.0, fireTimer: 0.0
 )
 #else
 let thresholds = (
   sendNone: 0.0, startEffect: 14.0, perEmittedAction: 2.0, cycleDrift: 5.0,
-  armTimer: 3.0, armFirstTimer: 3.0, rearmTimer: 3.0, fireTimer: 0.0
+  armTimer: 3.0, armWithoutReuse: 3.0, rearmTimer: 3.0, fireTimer: 0.0
 )
 #endif
 
@@ -166,7 +167,7 @@ func measure(cycleCount: Int, rounds: Int) async -> [Gate] {
   }
   start = allocations()
   for store in heldTimerStores { await store.send(.armIdle) }
-  let armFirstTimer = Double(allocations() - start) / Double(timerCount)
+  let armWithoutReuse = Double(allocations() - start) / Double(timerCount)
   heldTasks.removeAll()
   for store in heldTimerStores { await store.shutdown() }
   let rearmStore = timerStores[0]
@@ -271,8 +272,8 @@ func measure(cycleCount: Int, rounds: Int) async -> [Gate] {
     ),
     Gate(
       name: "arming a timer when no ended record can be reused",
-      threshold: thresholds.armFirstTimer,
-      measured: armFirstTimer,
+      threshold: thresholds.armWithoutReuse,
+      measured: armWithoutReuse,
       target: 1
     ),
     Gate(
