@@ -280,6 +280,74 @@ private struct Session: Reducer {
     await store.shutdown()
     #expect(store.liveEffectCount == 0)
   }
+
+  /// The services read the system clock directly (`SystemClock`): their time must be the clock's,
+  /// so that no timer fires before its delay has passed on the clock it was armed on.
+  @Test(arguments: [true, false])
+  func aSystemClockTimerNeverFiresBeforeItsDelayHasPassedOnItsClock(continuous: Bool) async {
+    struct Stopwatch: Reducer {
+      enum Action: Sendable { case arm(Duration), fired(Duration) }
+      let clock: any Clock<Duration>
+      let elapsed: @Sendable () -> Duration
+      /// Each delay's arming time, then the time from its arming to its firing.
+      func reduce(into state: inout [Duration: Duration], action: Action) -> Effect<Action> {
+        switch action {
+        case .arm(let delay):
+          state[delay] = self.elapsed()
+          return .send(.fired(delay), after: delay, clock: self.clock)
+        case .fired(let delay):
+          state[delay] = self.elapsed() - (state[delay] ?? .zero)
+          return .none
+        }
+      }
+    }
+    let clock: any Clock<Duration> = continuous ? ContinuousClock() : SuspendingClock()
+    let start = ContinuousClock.now
+    let suspendingStart = SuspendingClock.now
+    let elapsed: @Sendable () -> Duration
+    if continuous {
+      elapsed = { start.duration(to: ContinuousClock.now) }
+    } else {
+      elapsed = { suspendingStart.duration(to: SuspendingClock.now) }
+    }
+    let store = Store(initialState: [Duration: Duration]()) {
+      Stopwatch(clock: clock, elapsed: elapsed)
+    }
+    let delays: [Duration] = [
+      .microseconds(1), .microseconds(300), .milliseconds(2), .milliseconds(7),
+    ]
+    var tasks: [StoreTask] = []
+    for delay in delays { tasks.append(await store.send(.arm(delay))) }
+    for task in tasks { await task.finish() }
+    let measured = await store.state
+    for delay in delays {
+      #expect(
+        measured[delay].map { $0 >= delay } == true,
+        "\(delay) fired after \(measured[delay] ?? .zero)"
+      )
+    }
+    await store.shutdown()
+  }
+
+  @Test func aServicesTimeIsItsClocksTime() {
+    let service = TimerService(clock: ContinuousClock())
+    for _ in 0..<200 {
+      // Read between two readings of the clock, the service's two readings lie between them;
+      // around them, they span at least the clock's.
+      let outerStart = service.nowNanoseconds
+      let before = ContinuousClock.now
+      let first = service.nowOffset
+      var spins = 0
+      while before.duration(to: .now) < .microseconds(50) { spins += 1 }
+      let second = service.nowNanoseconds
+      let after = ContinuousClock.now
+      let outerEnd = service.nowOffset
+      #expect(spins > 0)
+      #expect(first <= .nanoseconds(second))
+      #expect(.nanoseconds(second) - first <= before.duration(to: after) + .nanoseconds(1))
+      #expect(outerEnd - .nanoseconds(outerStart) + .nanoseconds(1) >= before.duration(to: after))
+    }
+  }
 }
 
 /// The heap behind every timer service, on its own.

@@ -265,6 +265,10 @@ extension TestClock: TimerHost {
     self.now.offset
   }
 
+  @usableFromInline var nowNanoseconds: Int64 {
+    self.now.offset.nanoseconds
+  }
+
   /// Queues a timer as a sleeper.
   ///
   /// It wakes in deadline order with the sleeping tasks, ties in the order they slept or were

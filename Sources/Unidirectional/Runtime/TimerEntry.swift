@@ -10,6 +10,10 @@ import Synchronization
   /// The host clock's current time, as an offset on the host's own timeline.
   var nowOffset: Duration { get }
 
+  /// ``nowOffset`` in whole nanoseconds: what a session records on every action, without
+  /// `Duration`'s 128-bit arithmetic.
+  var nowNanoseconds: Int64 { get }
+
   /// Queues `entry` for its ``TimerEntry/deadline``; does nothing if it has been cancelled.
   func arm(_ entry: TimerEntry)
 

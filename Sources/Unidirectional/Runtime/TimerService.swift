@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
 /// The timers of every store on one clock: a queue of records serviced by one driving task.
 ///
 /// Arming a timer inserts a record (its ``TimerEntry``) into a heap; cancelling removes it. One
@@ -32,15 +38,26 @@ final class TimerService<C: Clock<Duration>>: TimerHost {
 
   private let clock: C
   private let origin: C.Instant
+  /// The system clock `C` reads, read directly; `nil` where the service reads `clock`.
+  private let system: SystemClock?
   private let state = LockedBox(State())
 
   init(clock: C) {
     self.clock = clock
     self.origin = clock.now
+    self.system = SystemClock(reading: C.self)
   }
 
   @usableFromInline var nowOffset: Duration {
-    self.origin.duration(to: self.clock.now)
+    guard let system = self.system else { return self.origin.duration(to: self.clock.now) }
+    return .nanoseconds(system.nanosecondsSinceOrigin())
+  }
+
+  @usableFromInline var nowNanoseconds: Int64 {
+    guard let system = self.system else {
+      return self.origin.duration(to: self.clock.now).nanoseconds
+    }
+    return system.nanosecondsSinceOrigin()
   }
 
   /// Timers queued and not yet fired (tests and benchmarks).
@@ -132,10 +149,71 @@ final class TimerService<C: Clock<Duration>>: TimerHost {
         for entry in due { await entry.fire(on: self) }
         due.removeAll(keepingCapacity: true)
       case .sleep(let deadline):
-        try? await self.clock.sleep(until: self.origin.advanced(by: deadline), tolerance: nil)
+        try? await self.clock.sleep(until: self.instant(at: deadline), tolerance: nil)
       }
     }
   }
+}
+
+extension TimerService {
+  /// The instant of `clock` at `deadline` on the service's timeline.
+  ///
+  /// With the system clock read directly, its timeline starts at a reading of its own, not at
+  /// `origin`: the instant is then `deadline`'s distance from now, from `clock`'s now. The offset is
+  /// read first, so the instant is at most the time between the two readings late, never early.
+  private func instant(at deadline: Duration) -> C.Instant {
+    guard self.system != nil else { return self.origin.advanced(by: deadline) }
+    let remaining = deadline - self.nowOffset
+    return self.clock.now.advanced(by: remaining)
+  }
+}
+
+/// A system clock read with `clock_gettime`: nanoseconds since a first reading.
+///
+/// NB: on Linux the Swift runtime reads `ContinuousClock` as `CLOCK_BOOTTIME` and `SuspendingClock`
+/// as `CLOCK_MONOTONIC`. Reading them directly costs ~22 ns here, against ~30 ns for `now` plus
+/// `Duration`'s 128-bit arithmetic to subtract the origin and make nanoseconds (~40 ns in all);
+/// every session's action reads the time, and every armed timer.
+struct SystemClock: Sendable {
+  #if os(Linux)
+  private let id: clockid_t
+  #endif
+  private let origin: Int64
+
+  /// The system clock of `clock`'s type, if it is one the runtime's documented behaviour names.
+  init?<C: Clock>(reading clock: C.Type) {
+    #if os(Linux)
+    if clock == ContinuousClock.self {
+      self.id = CLOCK_BOOTTIME
+    } else if clock == SuspendingClock.self {
+      self.id = CLOCK_MONOTONIC
+    } else {
+      return nil
+    }
+    self.origin = Self.read(self.id)
+    #else
+    return nil
+    #endif
+  }
+
+  /// Nanoseconds since the first reading.
+  @inline(__always)
+  func nanosecondsSinceOrigin() -> Int64 {
+    #if os(Linux)
+    Self.read(self.id) &- self.origin
+    #else
+    0
+    #endif
+  }
+
+  #if os(Linux)
+  @inline(__always)
+  private static func read(_ id: clockid_t) -> Int64 {
+    var time = timespec()
+    clock_gettime(id, &time)
+    return Int64(time.tv_sec) &* 1_000_000_000 &+ Int64(time.tv_nsec)
+  }
+  #endif
 }
 
 /// The service of every `ContinuousClock` timer in the process.

@@ -11,14 +11,14 @@ import Synchronization
 
   init(clock: SessionClock) {
     self.clock = clock
-    self.lastActiveNanoseconds = Atomic(clock.host.nowOffset.nanoseconds)
+    self.lastActiveNanoseconds = Atomic(clock.host.nowNanoseconds)
     if clock.tracksRecency { self.stamp.store(clock.nextStamp(), ordering: .relaxed) }
   }
 
   /// The store is about to reduce an action.
   @usableFromInline func touch() {
     let clock = self.clock
-    self.lastActiveNanoseconds.store(clock.host.nowOffset.nanoseconds, ordering: .relaxed)
+    self.lastActiveNanoseconds.store(clock.host.nowNanoseconds, ordering: .relaxed)
     if clock.tracksRecency { self.stamp.store(clock.nextStamp(), ordering: .relaxed) }
     // NB: a load and a store, not an atomic add: only the store's reduces write the count, one at
     // a time. The add compiled to a compare-and-swap loop, a fifth of this function's samples.
