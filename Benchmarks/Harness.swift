@@ -25,6 +25,8 @@ struct Benchmark: Sendable {
   var run: @Sendable () async -> Void
   /// Runs `operations` operations of the floor.
   var floor: (@Sendable () async -> Void)?
+  /// A target in nanoseconds per operation, for a case with no floor.
+  var absoluteTarget: Double? = nil
 }
 
 /// A sample set: nanoseconds per operation.
@@ -78,6 +80,14 @@ struct Harness {
         line += Self.pad(benchmark.target.map { "≤" + Self.format($0, digits: 1) + "x" } ?? "", 8)
         line += " " + (benchmark.floorName ?? "")
         if let target = benchmark.target, ratio > target {
+          line += "  MISS"
+          recordMiss(benchmark.name)
+        }
+      } else if let target = benchmark.absoluteTarget {
+        line += Self.pad("", 10) + " " + Self.pad("", 7) + " "
+        line += Self.pad("≤" + Self.format(target / 1_000, digits: 0) + " µs", 8)
+        line += " " + (benchmark.floorName ?? "")
+        if result.case.median > target {
           line += "  MISS"
           recordMiss(benchmark.name)
         }
