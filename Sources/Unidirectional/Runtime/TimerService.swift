@@ -54,9 +54,7 @@ final class TimerService<C: Clock<Duration>>: TimerHost {
   }
 
   @usableFromInline var nowNanoseconds: Int64 {
-    guard let system = self.system else {
-      return self.origin.duration(to: self.clock.now).nanoseconds
-    }
+    guard let system = self.system else { return self.nowOffset.nanoseconds }
     return system.nanosecondsSinceOrigin()
   }
 
