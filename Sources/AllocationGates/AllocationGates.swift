@@ -98,16 +98,15 @@ struct Gate {
 
 /// Thresholds for the toolchain this was measured on; other versions re-baseline.
 #if compiler(>=6.3)
-// NB: a re-arm is 1: the timer operation (the record is re-armed in place, the lifetime token of
+// NB: a re-arm is 1: the timer's payload (the record is re-armed in place, the lifetime token of
 // the send before is reused when nothing holds it, and a plain identifier of at most 8 bytes is
-// kept in place, not boxed). Arming is 1 too once a timer of the store has ended (its record is
-// kept for the next one), 2 when no ended record can be reused (a store's first timer, or one a
-// `StoreTask` still holds). An emitted
+// kept in place, not boxed). Arming is 1 too: the payload, which becomes the record when nothing
+// else holds the effect, or the store's kept record of a timer that ended. An emitted
 // action allocates nothing: at a threshold of 1 the "far below" check sat exactly at 0, and a
 // run whose empty burst happened to allocate more than the full one (-0.0002) failed it.
 let thresholds = (
   sendNone: 0.0, startEffect: 6.5, perEmittedAction: 0.0, cycleDrift: 5.0,
-  armTimer: 1.0, armWithoutReuse: 2.0, rearmTimer: 1.0, fireTimer: 0.0
+  armTimer: 1.0, armWithoutReuse: 1.0, rearmTimer: 1.0, fireTimer: 0.0
 )
 #else
 let thresholds = (
@@ -154,9 +153,9 @@ func measure(cycleCount: Int, rounds: Int) async -> [Gate] {
   start = allocations()
   for store in timerStores { await store.send(.armIdle) }
   let armTimer = Double(allocations() - start) / Double(timerCount)
-  // With no ended record to reuse (the stores above reused the one `cancelIdle` ended), the
-  // record is allocated too: here the ended record is still held by the `StoreTask` of the send
-  // that armed it, so it cannot be reused.
+  // With no ended record to reuse (the stores above reused the one `cancelIdle` ended): here the
+  // ended record is still held by the `StoreTask` of the send that armed it, so it cannot be
+  // reused, and the effect's payload becomes the record.
   let heldTimerStores = (0..<timerCount).map { _ in
     Store(initialState: Feature.State()) { Feature() }
   }

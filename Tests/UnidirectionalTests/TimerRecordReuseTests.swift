@@ -13,16 +13,37 @@ private struct Timers: Reducer {
 
   enum Action: Equatable, Sendable {
     case arm(Int)
+    /// `arm`, with an effect the reducer keeps (as a `static let` effect would be): its payload
+    /// is held, so a store copies it into a record of its own.
+    case armKept(Int)
     case cancel(Int)
     case fired(Int)
   }
 
   let clock: TestClock
+  /// The effects of `armKept`, by identifier.
+  var kept = LockIsolated<[Int: Effect<Action>]>([:])
+  /// The identity of the last timer payload `arm` returned (not the payload: holding it here
+  /// would keep the store from taking it).
+  var lastPayload = LockIsolated<ObjectIdentifier?>(nil)
 
   func reduce(into state: inout State, action: Action) -> Effect<Action> {
     switch action {
     case .arm(let id):
-      return .send(.fired(id), after: .seconds(1), clock: self.clock).cancellable(id: id)
+      let effect = Effect<Action>.send(.fired(id), after: .seconds(1), clock: self.clock)
+        .cancellable(id: id)
+      if case .timer(let payload, _, _) = effect.operation {
+        self.lastPayload.setValue(ObjectIdentifier(payload))
+      }
+      return effect
+    case .armKept(let id):
+      return self.kept.withValue { kept in
+        if let effect = kept[id] { return effect }
+        let effect = Effect<Action>.send(.fired(id), after: .seconds(1), clock: self.clock)
+          .cancellable(id: id)
+        kept[id] = effect
+        return effect
+      }
     case .cancel(let id):
       return .cancel(id: id)
     case .fired(let id):
@@ -44,28 +65,70 @@ private struct Timers: Reducer {
     store.core.supervisor?.units(under: CancelKey(id, scope: nil)).first.map(ObjectIdentifier.init)
   }
 
+  @Test func aTimersPayloadThatNothingElseHoldsBecomesItsRecord() async throws {
+    let clock = TestClock()
+    let timers = Timers(clock: clock)
+    let store = Store(initialState: Timers.State()) { timers }
+    await store.send(.arm(1))
+    let payload = try #require(timers.lastPayload.value)
+    #expect(self.record(1, in: store) == payload)
+    // A second timer due at the same instant, taken the same way, fires after it.
+    await store.send(.arm(2))
+    #expect(self.record(2, in: store) == timers.lastPayload.value)
+    await clock.advance(by: .seconds(1))
+    #expect(await store.state.fired == [1, 2])
+    #expect(store.liveEffectCount == 0)
+    await store.shutdown()
+  }
+
+  @Test func aPayloadSomethingElseHoldsIsCopiedSoEachStoreArmsItsOwnRecord() async throws {
+    let clock = TestClock()
+    let timers = Timers(clock: clock)
+    let first = Store(initialState: Timers.State()) { timers }
+    let second = Store(initialState: Timers.State()) { timers }
+    // One effect value, kept by the reducer, armed by two stores: each copies it.
+    await first.send(.armKept(1))
+    await second.send(.armKept(1))
+    let firstRecord = try #require(self.record(1, in: first))
+    let secondRecord = try #require(self.record(1, in: second))
+    #expect(firstRecord != secondRecord)
+    // Cancelled in one store, the timer still fires in the other; re-armed, it fires again.
+    await first.send(.cancel(1))
+    await clock.advance(by: .seconds(1))
+    #expect(await first.state.fired == [])
+    #expect(await second.state.fired == [1])
+    await first.send(.armKept(1))
+    await second.send(.armKept(1))
+    await clock.advance(by: .seconds(1))
+    #expect(await first.state.fired == [1])
+    #expect(await second.state.fired == [1, 1])
+    await first.shutdown()
+    await second.shutdown()
+  }
+
   @Test func anEndedRecordIsReusedAndFiresCancelsAndKeepsArmingOrderLikeANewOne() async throws {
     let clock = TestClock()
     let store = Store(initialState: Timers.State()) { Timers(clock: clock) }
     // A timer fires; its record ends and is kept.
-    await store.send(.arm(1))
+    await store.send(.armKept(1))
     let first = try #require(self.record(1, in: store))
     await clock.advance(by: .seconds(1))
     #expect(await store.state.fired == [1])
     #expect(store.core.supervisor?.hasSpareTimer == true)
-    // The next timer takes it, and a second one due at the same instant fires after it.
-    await store.send(.arm(2))
+    // The next timer, whose payload the reducer holds, takes it; a second one due at the same
+    // instant fires after it.
+    await store.send(.armKept(2))
     #expect(self.record(2, in: store) == first)
     #expect(store.core.supervisor?.hasSpareTimer == false)
-    await store.send(.arm(3))
+    await store.send(.armKept(3))
     #expect(self.record(3, in: store) != first)
     // Cancelled, the reused record sends nothing, and its record is kept again.
     await store.send(.cancel(2))
     await clock.advance(by: .seconds(1))
     #expect(await store.state.fired == [1, 3])
     // Reused once more (its cancellation and arming order reset), it fires in arming order.
-    await store.send(.arm(4))
-    await store.send(.arm(5))
+    await store.send(.armKept(4))
+    await store.send(.armKept(5))
     #expect(self.record(4, in: store) == first)
     await clock.advance(by: .seconds(1))
     #expect(await store.state.fired == [1, 3, 4, 5])
@@ -79,11 +142,11 @@ private struct Timers: Reducer {
     let clock = TestClock()
     let store = Store(initialState: Timers.State()) { Timers(clock: clock) }
     // The timer is its send's first unit, so that send's task stands for it.
-    let first = await store.send(.arm(1))
+    let first = await store.send(.armKept(1))
     let record = try #require(self.record(1, in: store))
     await store.send(.cancel(1))
     #expect(first.isFinished)
-    let second = await store.send(.arm(2))
+    let second = await store.send(.armKept(2))
     #expect(self.record(2, in: store) != record)
     // Cancelling the first task again reaches nothing of the second timer's.
     first.cancel()
@@ -105,7 +168,7 @@ private struct Timers: Reducer {
     #expect(!supervisor.hasSpareTimer)
     // A timer that ends after the shutdown (a firing under way then) is not kept either.
     let core = try #require(store.core as? RootCore<Timers.State, Timers.Action>)
-    let late = TimerUnit<Timers.Action>(
+    let late = SendTimerOperation<Timers.Action>(
       lifetime: nil,
       action: .fired(2),
       host: clock,

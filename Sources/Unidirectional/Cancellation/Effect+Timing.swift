@@ -35,7 +35,7 @@ extension Effect {
         // A timer record that starts the effect at its deadline; a newer one re-arms it in place.
         return Self(
           operation: .timer(
-            RunTimerOperation(run: run, delay: duration, clock: clock, host: host),
+            RunTimerOperation(run: run, delay: duration, host: host),
             keyed: false,
             marked: false
           )
@@ -253,7 +253,7 @@ private func throttled<Action: Sendable, C: Clock<Duration>>(
     }
     let held = Effect(
       operation: .timer(
-        RunTimerOperation(run: run, delay: wait, clock: clock, host: host),
+        RunTimerOperation(run: run, delay: wait, host: host),
         keyed: false,
         marked: false
       )

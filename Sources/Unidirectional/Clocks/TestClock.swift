@@ -261,6 +261,10 @@ public final class TestClock: Clock, Sendable {
 // MARK: - Timers
 
 extension TestClock: TimerHost {
+  @usableFromInline var hostClock: any Clock<Duration> { self }
+
+  @usableFromInline var queuesTimers: Bool { true }
+
   @usableFromInline var nowOffset: Duration {
     self.now.offset
   }

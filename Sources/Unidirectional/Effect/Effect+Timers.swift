@@ -45,7 +45,7 @@ extension Effect {
   ) -> Self {
     Self(
       operation: .timer(
-        SendTimerOperation(action: action, delay: delay, interval: nil, clock: clock),
+        SendTimerOperation(action: action, delay: delay, host: timerHostOrClock(for: clock)),
         keyed: false,
         marked: false
       )
@@ -111,7 +111,11 @@ extension Effect {
     }
     return Self(
       operation: .timer(
-        SendTimerOperation(action: action, delay: interval, interval: interval, clock: clock),
+        RepeatingTimerOperation(
+          action: action,
+          interval: interval,
+          host: timerHostOrClock(for: clock)
+        ),
         keyed: false,
         marked: false
       )
@@ -119,73 +123,7 @@ extension Effect {
   }
 }
 
-/// What ``Effect/send(_:after:clock:)`` and ``Effect/send(_:every:clock:)`` ask for: the action,
-/// when, on which clock's timer queue, and the cancellation identifier the timer was made
-/// cancellable with, if any.
-///
-/// A class, the effect's one allocation: the first `.cancellable(id:)` applied to it records its
-/// identifier here instead of wrapping the timer in a box of its own. The effect it returns says
-/// the identifier applies (``Effect/Operation/timer(_:keyed:)``); the effect it was applied to,
-/// which shares this instance, does not.
-// Safety: `cancelKey` and `cancelInFlight` are written once, by the one caller of `fold` that wins
-// `claimed`, before the effect that reads them (`keyed: true`) exists; everything else is
-// immutable.
-@usableFromInline class TimerOperation<Action: Sendable>: @unchecked Sendable {
-  /// The time until the first firing.
-  @usableFromInline final let delay: Duration
-  /// The time between firings; `nil` for a one-shot timer.
-  @usableFromInline final let interval: Duration?
-  final let clock: any Clock<Duration>
-  /// The timer queue of `clock`, or `nil` when the timer runs as a sleeping task.
-  @usableFromInline final let host: (any TimerHost)?
-  /// Whether the timer starts an effect (a ``RunTimerOperation``) rather than sending an action
-  /// (a ``SendTimerOperation``).
-  @usableFromInline final let startsEffect: Bool
-  /// Whether an identifier was folded in (``fold(_:cancelInFlight:into:)``).
-  private let claimed = Atomic(false)
-  /// The identifier of the innermost `.cancellable(id:cancelInFlight:)`, folded in; it applies
-  /// only to an effect made with `keyed: true`.
-  ///
-  /// NB: `@exclusivity(unchecked)`, like the timer record's fields: the run-time access checks
-  /// on these two were ~8% of a re-arm; the Safety note above says who writes them when.
-  @usableFromInline @exclusivity(unchecked) final private(set) var cancelKey: CancelKey?
-  /// Whether that `.cancellable` cancels in-flight effects first.
-  @usableFromInline @exclusivity(unchecked) final private(set) var cancelInFlight = false
-
-  @usableFromInline
-  init(
-    delay: Duration,
-    interval: Duration?,
-    clock: any Clock<Duration>,
-    host: (any TimerHost)?,
-    startsEffect: Bool,
-    cancelKey: CancelKey? = nil,
-    cancelInFlight: Bool = false
-  ) {
-    self.delay = delay
-    self.interval = interval
-    self.clock = clock
-    self.host = host
-    self.startsEffect = startsEffect
-    self.cancelKey = cancelKey
-    self.cancelInFlight = cancelInFlight
-    if cancelKey != nil { self.claimed.store(true, ordering: .relaxed) }
-  }
-
-  /// The action the timer sends; `nil` when it starts ``run`` instead.
-  ///
-  /// NB: the payload is a subclass's, not an `Action?` here: the optional's metadata was looked up
-  /// at run time in every deinit, and an enum of both payloads was copied through runtime
-  /// witnesses (a seventh of a re-arm, together).
-  @inlinable final var action: Action? {
-    self.startsEffect ? nil : unsafeDowncast(self, to: SendTimerOperation<Action>.self).payload
-  }
-
-  /// The effect the timer starts at its deadline (a debounced `.run`); `nil` when it sends.
-  @inlinable final var run: RunOperation<Action>? {
-    self.startsEffect ? unsafeDowncast(self, to: RunTimerOperation<Action>.self).payload : nil
-  }
-
+extension TimerOperation {
   /// The same timer, sending a transformed action; with its folded identifier when `keyed` (an
   /// unkeyed effect must not read it: another thread may be folding one in).
   final func map<NewAction: Sendable>(
@@ -198,110 +136,35 @@ extension Effect {
       return RunTimerOperation(
         run: run.map(transform),
         delay: self.delay,
-        clock: self.clock,
+        host: self.host,
+        cancelKey: cancelKey,
+        cancelInFlight: cancelInFlight
+      )
+    }
+    let action = transform(self.action.unsafelyUnwrapped)
+    if self.interval > .zero {
+      return RepeatingTimerOperation(
+        action: action,
+        interval: self.interval,
         host: self.host,
         cancelKey: cancelKey,
         cancelInFlight: cancelInFlight
       )
     }
     return SendTimerOperation(
-      action: transform(self.action.unsafelyUnwrapped),
+      action: action,
       delay: self.delay,
-      interval: self.interval,
-      clock: self.clock,
       host: self.host,
       cancelKey: cancelKey,
       cancelInFlight: cancelInFlight
     )
-  }
-}
-
-/// A timer that sends an action.
-// Safety: as for `TimerOperation`; the field added here is immutable.
-@usableFromInline
-final class SendTimerOperation<Action: Sendable>: TimerOperation<Action>, @unchecked Sendable {
-  @usableFromInline let payload: Action
-
-  @usableFromInline
-  init(
-    action: Action,
-    delay: Duration,
-    interval: Duration?,
-    clock: any Clock<Duration>,
-    host: (any TimerHost)?,
-    cancelKey: CancelKey? = nil,
-    cancelInFlight: Bool = false
-  ) {
-    self.payload = action
-    super.init(
-      delay: delay,
-      interval: interval,
-      clock: clock,
-      host: host,
-      startsEffect: false,
-      cancelKey: cancelKey,
-      cancelInFlight: cancelInFlight
-    )
-  }
-
-  @usableFromInline
-  convenience init(action: Action, delay: Duration, interval: Duration?, clock: any Clock<Duration>)
-  {
-    self.init(
-      action: action,
-      delay: delay,
-      interval: interval,
-      clock: clock,
-      host: timerHost(for: clock)
-    )
-  }
-}
-
-/// A one-shot timer that starts an effect at its deadline (a debounced `.run`).
-// Safety: as for `TimerOperation`; the field added here is immutable.
-@usableFromInline
-final class RunTimerOperation<Action: Sendable>: TimerOperation<Action>, @unchecked Sendable {
-  @usableFromInline let payload: RunOperation<Action>
-
-  @usableFromInline
-  init(
-    run: RunOperation<Action>,
-    delay: Duration,
-    clock: any Clock<Duration>,
-    host: (any TimerHost)?,
-    cancelKey: CancelKey? = nil,
-    cancelInFlight: Bool = false
-  ) {
-    self.payload = run
-    super.init(
-      delay: delay,
-      interval: nil,
-      clock: clock,
-      host: host,
-      startsEffect: true,
-      cancelKey: cancelKey,
-      cancelInFlight: cancelInFlight
-    )
-  }
-}
-
-extension TimerOperation {
-  /// Records `key` as the timer's innermost identifier, if no identifier was folded in yet;
-  /// `false` otherwise (then the caller wraps the timer).
-  @usableFromInline func fold(_ key: CancelKey, cancelInFlight: Bool) -> Bool {
-    guard
-      self.claimed.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged
-    else { return false }
-    self.cancelKey = key
-    self.cancelInFlight = cancelInFlight
-    return true
   }
 
   /// The timer as a task that sleeps on the clock: for clocks with no timer queue, and where a
   /// timer runs inside an ordered step (a `concatenate` or a queued effect) or outside a store.
   var asRun: RunOperation<Action> {
     let delay = self.delay
-    let interval = self.interval
+    let interval = self.interval > .zero ? self.interval : nil
     let clock = self.clock
     if let run = self.run {
       let body = run.body

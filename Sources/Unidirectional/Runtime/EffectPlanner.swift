@@ -100,22 +100,15 @@ struct EffectPlanner<Action: Sendable> {
       self.jobs.append(job)
 
     case .timer(let timer, let keyed, let marked):
-      // Marked, it plans as `.cancelledOnShutdown` around it: refused once a graceful shutdown
-      // has begun, and its unit carries the mark.
-      let marks = marked && !self.isMarkingForShutdown
-      if marks {
-        guard !supervisor.hasBegunDraining else { return }
-        self.isMarkingForShutdown = true
-      }
       self.planTimer(
         timer,
         keyed: keyed,
+        marked: marked,
         keys: keys,
         delivery: delivery,
         supervisor: supervisor,
         action: action
       )
-      if marks { self.isMarkingForShutdown = false }
 
     case .cancel(let cancelled):
       self.steps.append(.cancel(CancelKeys(cancelled)))
@@ -186,6 +179,43 @@ struct EffectPlanner<Action: Sendable> {
     }
   }
 
+  /// Plans `effect` as ``plan(_:keys:delivery:supervisor:action:enqueue:)`` does, leaving `.none`
+  /// in its place: a timer's payload that nothing else holds becomes its record
+  /// (``TimerOperation/record(of:lifetime:host:delivery:supervisor:)``) instead of being copied.
+  ///
+  /// NB: the operation is moved out of the effect and the effect cleared before the timer is
+  /// planned, so that the planner holds the only reference when the reducer kept none: a plain
+  /// `let` effect handed down was copied along the way (a retain per level).
+  @inlinable
+  mutating func plan(
+    taking effect: inout Effect<Action>,
+    delivery: EffectDelivery<Action>,
+    supervisor: EffectSupervisor,
+    action: Action,
+    enqueue: (Action, EffectToken?) -> Void
+  ) {
+    guard case .timer(let timer, let keyed, let marked) = effect.operation else {
+      self.plan(
+        effect,
+        delivery: delivery,
+        supervisor: supervisor,
+        action: action,
+        enqueue: enqueue
+      )
+      return
+    }
+    effect.operation = .none
+    self.planTimer(
+      timer,
+      keyed: keyed,
+      marked: marked,
+      keys: CancelKeys(),
+      delivery: delivery,
+      supervisor: supervisor,
+      action: action
+    )
+  }
+
   /// Re-arms the armed timer under `key` in place with `timer`'s deadline and action, when it can
   /// (``EffectSupervisor/rearmInPlace(_:flags:host:deadline:lifetime:update:)``): a debounced
   /// idle timer restarted by every request then cancels nothing and registers nothing.
@@ -211,11 +241,12 @@ struct EffectPlanner<Action: Sendable> {
       // this one runs an effect (or the other way round), is not re-armed here.
       let type = ObjectIdentifier(type(of: entry))
       if let run {
-        guard type == ObjectIdentifier(DelayedRunUnit<Action>.self) else { return false }
-        unsafeDowncast(entry, to: DelayedRunUnit<Action>.self).run = run
+        guard type == ObjectIdentifier(RunTimerOperation<Action>.self) else { return false }
+        unsafeDowncast(entry, to: RunTimerOperation<Action>.self).payload = run
       } else {
-        guard type == ObjectIdentifier(TimerUnit<Action>.self) else { return false }
-        unsafeDowncast(entry, to: TimerUnit<Action>.self).action = action.unsafelyUnwrapped
+        guard type == ObjectIdentifier(SendTimerOperation<Action>.self) else { return false }
+        unsafeDowncast(entry, to: SendTimerOperation<Action>.self).payload =
+          action.unsafelyUnwrapped
       }
       return true
     }
@@ -224,31 +255,43 @@ struct EffectPlanner<Action: Sendable> {
     return true
   }
 
-  /// Plans a timer: re-armed in place when it can be, else a record for its clock's host (or a
-  /// sleeping task on a clock with none).
+  /// Plans a timer: re-armed in place when it can be, else a record for its clock's host (the
+  /// effect's payload itself when nothing else holds it), or a sleeping task on a clock with none.
+  ///
+  /// Marked, it plans as `.cancelledOnShutdown` around it: refused once a graceful shutdown has
+  /// begun, and its unit carries the mark.
   @inlinable
   mutating func planTimer(
-    _ timer: TimerOperation<Action>,
+    _ timer: consuming TimerOperation<Action>,
     keyed: Bool,
+    marked: Bool,
     keys: CancelKeys,
     delivery: EffectDelivery<Action>,
     supervisor: EffectSupervisor,
     action: Action?
   ) {
-    if keyed, keys.isEmpty, timer.cancelInFlight, timer.interval == nil, !self.lowersTimers,
-      let key = timer.cancelKey, let host = timer.host,
+    let marks = marked && !self.isMarkingForShutdown
+    if marks {
+      guard !supervisor.hasBegunDraining else { return }
+      self.isMarkingForShutdown = true
+    }
+    defer { if marks { self.isMarkingForShutdown = false } }
+    let host = timer.host
+    let queues = host.queuesTimers && !self.lowersTimers
+    if queues, keyed, keys.isEmpty, timer.cancelInFlight, timer.interval == .zero,
+      let key = timer.cancelKey,
       self.rearmInPlace(timer, key: key, host: host, supervisor: supervisor)
     {
       return
     }
     let keys = self.foldedKeys(of: timer, keyed: keyed, into: keys)
-    guard let host = timer.host, !self.lowersTimers else {
+    guard queues else {
       self.planSleepingTimer(timer, keys: keys, delivery: delivery, action: action)
       return
     }
-    let unit = TimerUnit.make(
+    let unit = TimerOperation.record(
+      of: timer,
       lifetime: self.joinedLifetime(),
-      timer: timer,
       host: host,
       delivery: delivery,
       supervisor: supervisor

@@ -7,6 +7,13 @@ import Synchronization
 /// one when its clock reaches its deadline (``TimerEntry/fire(on:)``). Arming, re-arming and
 /// disarming never start a task.
 @usableFromInline protocol TimerHost: AnyObject, Sendable {
+  /// The clock whose time the host keeps.
+  var hostClock: any Clock<Duration> { get }
+
+  /// Whether the host queues timers; `false` for a clock the runtime has no timer queue for
+  /// (``ClockHost``), whose timers run as tasks that sleep on it.
+  var queuesTimers: Bool { get }
+
   /// The host clock's current time, as an offset on the host's own timeline.
   var nowOffset: Duration { get }
 
@@ -37,8 +44,9 @@ import Synchronization
 /// once its action has been reduced; a repeating one is queued again for its next deadline.
 ///
 /// Its base class holds what the hosts need, without the store's `Action` type.
-// Each mutable field has one writer at a time, ordered by a lock. `deadline`, `sequence` and
-// `heapIndex` are read and written only by the entry's host, under the host's lock, or by the one
+// Each mutable field has one writer at a time, ordered by a lock. (Before a store takes an
+// effect's payload as its record, ``TimerOperation`` says who touches it.) `deadline`, `sequence`
+// and `heapIndex` are read and written only by the entry's host, under the host's lock, or by the one
 // task that popped the entry from the queue (while it is not queued, nothing else touches them).
 // `owner` changes only when the entry is re-armed in place (`EffectStateMachine.moveRearmed`):
 // on the store's executor, under the supervisor's lock; it is read only there (the planner, on
@@ -50,16 +58,16 @@ import Synchronization
   /// NB: the mutable fields skip the run-time exclusivity checks (`@exclusivity(unchecked)`):
   /// their accesses are ordered by locks as the Safety note says, and the checks cost a re-arm
   /// ~10 ns each.
-  @exclusivity(unchecked) final var owner: (any EffectUnit)?
+  @usableFromInline @exclusivity(unchecked) final var owner: (any EffectUnit)?
   /// The host that queues the entry.
   @usableFromInline let host: any TimerHost
-  /// When the entry fires next, on the host's timeline.
-  @exclusivity(unchecked) final var deadline: Duration
+  /// When the entry fires next, on the host's timeline (an effect's payload: its delay).
+  @usableFromInline @exclusivity(unchecked) final var deadline: Duration
   /// The order in which entries were armed (ties between equal deadlines), set by the host.
   @exclusivity(unchecked) final var sequence: UInt64 = 0
-  // NB: the heap position as 32 bits and the flags last, together: with the subclass's action
-  // and delivery after them, a one-shot timer is a 128 B allocation, not 160 (every armed idle
-  // timer pays it).
+  // NB: the heap position as 32 bits and the flags last, together, then the subclass's flags:
+  // with its binding and action after them, a one-shot timer sending an action of at most 8 B is
+  // a 128 B allocation, a larger one 144 B (every armed idle timer pays it).
   @exclusivity(unchecked) private final var heapSlot: Int32 = -1
   private let flags = Atomic<UInt8>(UnitFlags.timer)
 
@@ -84,7 +92,7 @@ import Synchronization
   /// others).
   ///
   /// NB: stored only by repeating timers (``RepeatingTimerUnit``): 16 B of every one-shot timer.
-  var interval: Duration { .zero }
+  @usableFromInline var interval: Duration { .zero }
 
   @usableFromInline var lifetime: any EffectUnit {
     self.owner ?? self
@@ -123,51 +131,178 @@ import Synchronization
   }
 }
 
-/// A ``TimerEntry`` of one store: the way to its store.
-// Safety: as for `TimerEntry`; the fields added here are immutable.
-@usableFromInline class StoreTimer<Action: Sendable>: TimerEntry, @unchecked Sendable {
-  @usableFromInline let delivery: EffectDelivery<Action>
-  @usableFromInline let supervisor: EffectSupervisor
+/// A timer of one store's effects, and before that the payload of the effect that asks for it
+/// (``Effect/send(_:after:clock:)``, ``Effect/send(_:every:clock:)``, a debounced or throttled
+/// `.run`): the action or effect, the delay, the clock's host, and the identifier the timer was
+/// made cancellable with (``fold(_:cancelInFlight:)``).
+///
+/// The store that arms the effect's timer takes this payload as its record when nothing else
+/// holds the effect (``record(of:lifetime:host:delivery:supervisor:)``): arming allocates nothing
+/// beyond the effect the reducer built. A payload something else still holds (a `static let`
+/// effect, one effect returned twice in a merge) is copied into a record of the store's.
+///
+/// Until a store takes it, ``binding`` holds the folded identifier and ``TimerEntry/deadline``
+/// holds the delay; once taken, the binding is the way to the store and the deadline is the
+/// record's. A payload is never read as a record, nor a record as a payload: a store takes only
+/// a payload nothing else holds, and nothing reads it as a payload again.
+// An effect's payload can be shared by effect values on several threads: while it is one, only
+// `fold` writes it (once, by the caller that wins `claimed`, before the keyed effect that reads the
+// identifier exists); everything else is read-only. A store writes it when it takes it, holding
+// the only reference. As a record, its fields follow `TimerEntry`'s rules; `binding` is written
+// only when it is taken, `action` and `run` only as the subclasses say.
+// Safety: as just said.
+@usableFromInline class TimerOperation<Action: Sendable>: TimerEntry, @unchecked Sendable {
+  /// What the timer belongs to.
+  @usableFromInline enum Binding: Sendable {
+    /// An effect's payload, with the identifier of the innermost `.cancellable(id:)` folded in;
+    /// it applies only to an effect made with `keyed: true`.
+    case effect(CancelKey?)
+    /// A store's armed timer: the way to the store.
+    case store(EffectDelivery<Action>, EffectSupervisor)
+  }
 
-  @inlinable init(
+  // NB: the three flags first, in the padding after the entry's own fields; the binding shares its
+  // 24 B between the payload's identifier and the store's delivery and supervisor (never both).
+  /// Whether an identifier was folded in (``fold(_:cancelInFlight:)``).
+  private let claimed = Atomic(false)
+  /// Whether the folded `.cancellable` cancels in-flight effects first.
+  ///
+  /// NB: `@exclusivity(unchecked)`, like the entry's fields: the run-time access checks on the
+  /// payload's fields were ~8% of a re-arm; the Safety note above says who writes them when.
+  @usableFromInline @exclusivity(unchecked) final private(set) var cancelInFlight = false
+  /// Whether the timer starts an effect (a ``RunTimerOperation``) rather than sending an action
+  /// (a ``SendTimerOperation``).
+  @usableFromInline final let startsEffect: Bool
+  @usableFromInline @exclusivity(unchecked) final var binding: Binding
+
+  /// An effect's payload due `delay` after it is armed.
+  @usableFromInline
+  init(
+    delay: Duration,
+    host: any TimerHost,
+    startsEffect: Bool,
+    cancelKey: CancelKey?,
+    cancelInFlight: Bool
+  ) {
+    self.startsEffect = startsEffect
+    self.cancelInFlight = cancelInFlight
+    self.binding = .effect(cancelKey)
+    super.init(lifetime: nil, host: host, deadline: delay)
+    if cancelKey != nil { self.claimed.store(true, ordering: .relaxed) }
+  }
+
+  /// A store's record, due at `deadline`.
+  @usableFromInline
+  init(
     lifetime: (any EffectUnit)?,
     host: any TimerHost,
     deadline: Duration,
+    startsEffect: Bool,
     delivery: EffectDelivery<Action>,
     supervisor: EffectSupervisor
   ) {
-    self.delivery = delivery
-    self.supervisor = supervisor
+    self.startsEffect = startsEffect
+    self.binding = .store(delivery, supervisor)
     super.init(lifetime: lifetime, host: host, deadline: deadline)
+  }
+
+  /// The time from arming to the first firing (a payload's).
+  @inlinable final var delay: Duration { self.deadline }
+
+  /// The clock the timer waits on.
+  final var clock: any Clock<Duration> { self.host.hostClock }
+
+  /// The identifier folded into a payload, if any; an unkeyed effect must not read it (another
+  /// thread may be folding one in).
+  @inlinable final var cancelKey: CancelKey? {
+    guard case .effect(let key) = self.binding else { return nil }
+    return key
+  }
+
+  /// The way to the record's store.
+  @inlinable final var delivery: EffectDelivery<Action> {
+    guard case .store(let delivery, _) = self.binding else {
+      preconditionFailure("A timer's payload was used as a record.")
+    }
+    return delivery
+  }
+
+  /// The record's store's supervisor.
+  @inlinable final var supervisor: EffectSupervisor {
+    guard case .store(_, let supervisor) = self.binding else {
+      preconditionFailure("A timer's payload was used as a record.")
+    }
+    return supervisor
+  }
+
+  /// The action the timer sends; `nil` when it starts ``run`` instead.
+  ///
+  /// NB: the payload is a subclass's, not an `Action?` here: the optional's metadata was looked up
+  /// at run time in every deinit, and an enum of both payloads was copied through runtime
+  /// witnesses (a seventh of a re-arm, together).
+  @inlinable final var action: Action? {
+    self.startsEffect ? nil : unsafeDowncast(self, to: SendTimerOperation<Action>.self).payload
+  }
+
+  /// The effect the timer starts at its deadline (a debounced `.run`); `nil` when it sends.
+  @inlinable final var run: RunOperation<Action>? {
+    self.startsEffect ? unsafeDowncast(self, to: RunTimerOperation<Action>.self).payload : nil
   }
 
   override var drainer: (any ManualDrainer)? {
     self.supervisor.drainer
   }
-}
 
-/// A ``StoreTimer`` that sends an action.
-// `action` changes only when the entry is re-armed in place, under its host's lock while it is
-// queued; the firing task reads it after popping the entry under that lock.
-// Safety: as just said, and as for `StoreTimer`.
-@usableFromInline class TimerUnit<Action: Sendable>: StoreTimer<Action>, @unchecked Sendable {
-  @usableFromInline @exclusivity(unchecked) final var action: Action
+  /// Records `key` as the payload's innermost identifier, if no identifier was folded in yet;
+  /// `false` otherwise (then the caller wraps the timer).
+  @usableFromInline final func fold(_ key: CancelKey, cancelInFlight: Bool) -> Bool {
+    guard
+      self.claimed.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged
+    else { return false }
+    self.binding = .effect(key)
+    self.cancelInFlight = cancelInFlight
+    return true
+  }
 
-  /// The unit of `timer`: a ``RepeatingTimerUnit`` when it repeats, a ``DelayedRunUnit`` when it
-  /// starts an effect.
+  /// The record of the store `supervisor` for the timer of `timer`, a payload, due its delay from
+  /// now: the store's spare record when it has one that fits, else the payload itself when
+  /// nothing else holds it, else a copy.
   ///
   /// NB: inlinable, so it is specialized with the planner for the store's action: the generic
-  /// version looked up the unit's type metadata at run time for every armed timer.
-  @inlinable static func make(
+  /// version looked up the record's type metadata at run time for every armed timer.
+  @inlinable static func record(
+    of timer: consuming TimerOperation<Action>,
     lifetime: (any EffectUnit)?,
-    timer: TimerOperation<Action>,
     host: any TimerHost,
     delivery: EffectDelivery<Action>,
     supervisor: EffectSupervisor
   ) -> TimerEntry {
+    var timer = timer
     let deadline = host.nowOffset + max(timer.delay, .zero)
+    let interval = timer.interval
+    if !timer.startsEffect, interval == .zero, let spare = supervisor.takeSpareTimer() {
+      if ObjectIdentifier(type(of: spare)) == ObjectIdentifier(SendTimerOperation<Action>.self),
+        spare.host === host
+      {
+        // NB: the same store (the spare is its supervisor's), so the same delivery and
+        // supervisor. Taken first: adopting the payload instead would leave the store holding
+        // the spare as well as the armed record.
+        let record = unsafeDowncast(spare, to: SendTimerOperation<Action>.self)
+        record.prepareForReuse(lifetime: lifetime, deadline: deadline)
+        record.payload = timer.action.unsafelyUnwrapped
+        return record
+      }
+    }
+    if isKnownUniquelyReferenced(&timer) {
+      // Nothing else holds the effect: its payload becomes the record (it was never queued, and
+      // its flags were never set).
+      timer.owner = lifetime
+      timer.deadline = deadline
+      timer.binding = .store(delivery, supervisor)
+      return timer
+    }
     if let run = timer.run {
-      return DelayedRunUnit(
+      return RunTimerOperation(
         lifetime: lifetime,
         run: run,
         host: host,
@@ -177,18 +312,8 @@ import Synchronization
       )
     }
     let action = timer.action.unsafelyUnwrapped
-    if timer.interval == nil, let spare = supervisor.takeSpareTimer(),
-      ObjectIdentifier(type(of: spare)) == ObjectIdentifier(TimerUnit<Action>.self),
-      spare.host === host
-    {
-      // NB: the same store (the spare is its supervisor's), so the same delivery and supervisor.
-      let unit = unsafeDowncast(spare, to: TimerUnit<Action>.self)
-      unit.prepareForReuse(lifetime: lifetime, deadline: deadline)
-      unit.action = action
-      return unit
-    }
-    if let interval = timer.interval {
-      return RepeatingTimerUnit(
+    if interval > .zero {
+      return RepeatingTimerOperation(
         lifetime: lifetime,
         action: action,
         interval: interval,
@@ -198,7 +323,7 @@ import Synchronization
         supervisor: supervisor
       )
     }
-    return TimerUnit(
+    return SendTimerOperation(
       lifetime: lifetime,
       action: action,
       host: host,
@@ -207,7 +332,37 @@ import Synchronization
       supervisor: supervisor
     )
   }
+}
 
+/// A timer that sends an action: an effect's payload, then a store's record.
+// `payload` changes only when the record is reused or re-armed in place, under its host's lock
+// while it is queued (or while nothing else holds it); the firing task reads it after popping the
+// record under that lock.
+// Safety: as just said, and as for `TimerOperation`.
+@usableFromInline
+class SendTimerOperation<Action: Sendable>: TimerOperation<Action>, @unchecked Sendable {
+  @usableFromInline @exclusivity(unchecked) final var payload: Action
+
+  /// An effect's payload.
+  @usableFromInline
+  init(
+    action: Action,
+    delay: Duration,
+    host: any TimerHost,
+    cancelKey: CancelKey? = nil,
+    cancelInFlight: Bool = false
+  ) {
+    self.payload = action
+    super.init(
+      delay: delay,
+      host: host,
+      startsEffect: false,
+      cancelKey: cancelKey,
+      cancelInFlight: cancelInFlight
+    )
+  }
+
+  /// A store's record.
   @inlinable init(
     lifetime: (any EffectUnit)?,
     action: Action,
@@ -216,11 +371,12 @@ import Synchronization
     delivery: EffectDelivery<Action>,
     supervisor: EffectSupervisor
   ) {
-    self.action = action
+    self.payload = action
     super.init(
       lifetime: lifetime,
       host: host,
       deadline: deadline,
+      startsEffect: false,
       delivery: delivery,
       supervisor: supervisor
     )
@@ -230,7 +386,7 @@ import Synchronization
     if self.isCancelled { return }
     // NB: the store drops the action if the timer was cancelled meanwhile (the delivery rule,
     // checked on the store's executor), so a cancellation that raced this firing wins.
-    await self.delivery.deliver(self.action, self)
+    await self.delivery.deliver(self.payload, self)
     if self.interval > .zero {
       self.deadline += self.interval
       host.arm(self)
@@ -240,13 +396,35 @@ import Synchronization
   }
 }
 
-/// A ``TimerUnit`` of ``Effect/send(_:every:clock:fileID:filePath:line:column:)``: queued again
-/// for its next deadline each time it fires.
-// Safety: as for `TimerUnit`; the field added here is immutable.
+/// A ``SendTimerOperation`` of ``Effect/send(_:every:clock:fileID:filePath:line:column:)``: queued
+/// again for its next deadline each time it fires.
+// Safety: as for `SendTimerOperation`; the field added here is immutable.
 @usableFromInline
-final class RepeatingTimerUnit<Action: Sendable>: TimerUnit<Action>, @unchecked Sendable {
+final class RepeatingTimerOperation<Action: Sendable>: SendTimerOperation<Action>,
+  @unchecked Sendable
+{
   @usableFromInline let period: Duration
 
+  /// An effect's payload: the first firing is one interval after arming.
+  @usableFromInline
+  init(
+    action: Action,
+    interval: Duration,
+    host: any TimerHost,
+    cancelKey: CancelKey? = nil,
+    cancelInFlight: Bool = false
+  ) {
+    self.period = interval
+    super.init(
+      action: action,
+      delay: interval,
+      host: host,
+      cancelKey: cancelKey,
+      cancelInFlight: cancelInFlight
+    )
+  }
+
+  /// A store's record.
   @inlinable init(
     lifetime: (any EffectUnit)?,
     action: Action,
@@ -267,7 +445,7 @@ final class RepeatingTimerUnit<Action: Sendable>: TimerUnit<Action>, @unchecked 
     )
   }
 
-  override var interval: Duration {
+  @usableFromInline override var interval: Duration {
     self.period
   }
 }
@@ -275,17 +453,37 @@ final class RepeatingTimerUnit<Action: Sendable>: TimerUnit<Action>, @unchecked 
 /// A timer that starts an effect at its deadline (a debounced `.run`): a record in its clock's
 /// queue while it waits, a task only once it fires.
 ///
-/// Firing hands the unit's place to a ``RunJob`` for the effect, in the same lifetime and under
+/// Firing hands the record's place to a ``RunJob`` for the effect, in the same lifetime and under
 /// the same identifiers (``EffectSupervisor/startFired(_:makeJob:)``), so the effect stays
 /// cancellable as one; a newer debounced effect re-arms a waiting one in place, with its own
 /// effect.
-// `run` changes only when the entry is re-armed in place, under its host's lock while it is
-// queued, and is read by the firing task after it popped the entry.
-// Safety: as just said, and as for `StoreTimer`.
+// `payload` changes only when the record is re-armed in place, under its host's lock while it is
+// queued, and is read by the firing task after it popped the record.
+// Safety: as just said, and as for `TimerOperation`.
 @usableFromInline
-final class DelayedRunUnit<Action: Sendable>: StoreTimer<Action>, @unchecked Sendable {
-  @usableFromInline @exclusivity(unchecked) final var run: RunOperation<Action>
+final class RunTimerOperation<Action: Sendable>: TimerOperation<Action>, @unchecked Sendable {
+  @usableFromInline @exclusivity(unchecked) final var payload: RunOperation<Action>
 
+  /// An effect's payload.
+  @usableFromInline
+  init(
+    run: RunOperation<Action>,
+    delay: Duration,
+    host: any TimerHost,
+    cancelKey: CancelKey? = nil,
+    cancelInFlight: Bool = false
+  ) {
+    self.payload = run
+    super.init(
+      delay: delay,
+      host: host,
+      startsEffect: true,
+      cancelKey: cancelKey,
+      cancelInFlight: cancelInFlight
+    )
+  }
+
+  /// A store's record.
   @inlinable init(
     lifetime: (any EffectUnit)?,
     run: RunOperation<Action>,
@@ -294,11 +492,12 @@ final class DelayedRunUnit<Action: Sendable>: StoreTimer<Action>, @unchecked Sen
     delivery: EffectDelivery<Action>,
     supervisor: EffectSupervisor
   ) {
-    self.run = run
+    self.payload = run
     super.init(
       lifetime: lifetime,
       host: host,
       deadline: deadline,
+      startsEffect: true,
       delivery: delivery,
       supervisor: supervisor
     )
@@ -306,7 +505,7 @@ final class DelayedRunUnit<Action: Sendable>: StoreTimer<Action>, @unchecked Sen
 
   override func fire(on host: any TimerHost) async {
     if self.isCancelled { return }
-    let (run, delivery) = (self.run, self.delivery)
+    let (run, delivery) = (self.payload, self.delivery)
     self.supervisor.startFired(self) { lifetime in
       RunJob(lifetime: lifetime, operation: run, delivery: delivery)
     }

@@ -48,6 +48,10 @@ final class TimerService<C: Clock<Duration>>: TimerHost {
     self.system = SystemClock(reading: C.self)
   }
 
+  @usableFromInline var hostClock: any Clock<Duration> { self.clock }
+
+  @usableFromInline var queuesTimers: Bool { true }
+
   @usableFromInline var nowOffset: Duration {
     guard let system = self.system else { return self.origin.duration(to: self.clock.now) }
     return .nanoseconds(system.nanosecondsSinceOrigin())
@@ -230,4 +234,44 @@ let suspendingTimers = TimerService(clock: SuspendingClock())
   if type == ObjectIdentifier(TestClock.self) { return clock as? TestClock }
   if type == ObjectIdentifier(SuspendingClock.self) { return suspendingTimers }
   return nil
+}
+
+/// The host that queues timers of `clock`, or a ``ClockHost`` for a clock the runtime does not
+/// know.
+@usableFromInline func timerHostOrClock(for clock: any Clock<Duration>) -> any TimerHost {
+  timerHost(for: clock) ?? ClockHost(clock: clock)
+}
+
+/// The stand-in host of a clock the runtime has no timer queue for: it queues nothing
+/// (``queuesTimers`` is `false`); the planner runs such a timer as a task that sleeps on
+/// ``hostClock``.
+///
+/// Its queue methods are never called: the planner never arms, re-arms or disarms a timer whose
+/// host does not queue timers.
+@usableFromInline final class ClockHost: TimerHost {
+  @usableFromInline let hostClock: any Clock<Duration>
+
+  @usableFromInline init(clock: any Clock<Duration>) {
+    self.hostClock = clock
+  }
+
+  @usableFromInline var queuesTimers: Bool { false }
+
+  @usableFromInline var nowOffset: Duration { .zero }
+
+  @usableFromInline var nowNanoseconds: Int64 { 0 }
+
+  @usableFromInline func arm(_ entry: TimerEntry) {
+    preconditionFailure("A timer was queued on a clock with no timer queue.")
+  }
+
+  @usableFromInline func disarm(_ entry: TimerEntry) {}
+
+  @usableFromInline func rearm(
+    _ entry: TimerEntry,
+    deadline: Duration,
+    update: (TimerEntry) -> Bool
+  ) -> Bool {
+    false
+  }
 }

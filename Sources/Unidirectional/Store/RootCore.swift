@@ -260,7 +260,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
 
   @inlinable
   func reduce(_ action: Action, origin: StoreEventOrigin) {
-    let effect: Effect<Action>
+    var effect: Effect<Action>
     // NB: `!= nil`, not `if let`: binding the reference copies it, a retain and release per reduce
     // (7% of an observed send); reading a `let` field of `self` borrows it.
     if self.extras != nil {
@@ -279,9 +279,12 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
     case .send(let next):
       self.queue.append((next, nil))
       self.queueCount += 1
+      return
     default:
-      self.plan(effect, for: action)
+      break
     }
+    // NB: handed over, not copied: a timer's payload that nothing else holds becomes its record.
+    self.plan(&effect, for: action)
   }
 
   /// Reduces with observers: the public one hears of the action and the state change, then
@@ -336,11 +339,12 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
   }
 
   @inlinable
-  func plan(_ effect: Effect<Action>, for reduced: Action) {
+  func plan(_ effect: inout Effect<Action>, for reduced: Action) {
     let supervisor = self.effects ?? self.makeSupervisor()
     guard let delivery = self.delivery else { preconditionFailure("No delivery after setup.") }
     if !self.planner.holdsScratch { self.planner.borrowScratch() }
-    self.planner.plan(effect, delivery: delivery, supervisor: supervisor, action: reduced) {
+    self.planner.plan(taking: &effect, delivery: delivery, supervisor: supervisor, action: reduced)
+    {
       action,
       token in
       self.queue.append((action, token))
