@@ -361,8 +361,8 @@ where R.State: Sendable {
     reading read: @escaping @Sendable (State) -> Value
   ) async throws -> (task: StoreTask, value: Value) {
     while true {
-      let entry = try await self.liveEntry(for: key)
-      guard let store = entry.liveStore else { continue }
+      let (entry, live) = try await self.liveEntry(for: key)
+      guard let store = live else { continue }
       guard let commits = self.commits else {
         if let sent = await store.trySendStartingEffectsHere(action, reading: read) {
           sent.starts.start()
@@ -431,8 +431,7 @@ where R.State: Sendable {
   /// - Returns: The state, as of the last action reduced.
   /// - Throws: ``SessionError``.
   public func state(of key: Key) async throws -> State {
-    let entry = try await self.liveEntry(for: key)
-    if let store = entry.liveStore { return await store.state }
+    if let store = try await self.liveEntry(for: key).store { return await store.state }
     return try await self.state(of: key)
   }
 
@@ -450,11 +449,18 @@ where R.State: Sendable {
 
   // MARK: - Activating
 
-  /// The entry of `key` once it is live: activates it, or waits for its activation or
+  /// The entry of `key` once it is live, and its store as it was read under the lock (`nil` if
+  /// the entry stopped being live meanwhile): activates it, or waits for its activation or
   /// passivation to end.
-  private func liveEntry(for key: Key) async throws -> Entry {
+  ///
+  /// NB: the store is read here, under the lock, not from the entry afterwards: passivation
+  /// changes the entry's phase under the lock, and a read outside it raced that write (TSan).
+  private func liveEntry(
+    for key: Key
+  ) async throws -> (entry: Entry, store: Store<State, Action>?) {
     while true {
-      let step = try self.guarded.withLock { guarded throws(SessionError) -> EntryStep<Entry> in
+      let step = try self.guarded.withLock {
+        guarded throws(SessionError) -> EntryStep<Entry, Store<State, Action>> in
         guard !guarded.isShutDown else {
           throw .shutDown(
             key: "\(key)",
@@ -462,7 +468,7 @@ where R.State: Sendable {
           )
         }
         if let entry = guarded.entries[key] {
-          if case .live = entry.phase { return .live(entry) }
+          if case .live(let store) = entry.phase { return .live(entry, store) }
           return .wait(entry)
         }
         let entry = Entry(key: key, clock: self.sessionClock, registry: self)
@@ -470,13 +476,13 @@ where R.State: Sendable {
         return .activate(entry)
       }
       switch step {
-      case .live(let entry):
-        return entry
+      case .live(let entry, let store):
+        return (entry, store)
       case .wait(let entry):
         await self.waitForChange(of: entry)
       case .activate(let entry):
         try await self.activate(entry)
-        return entry
+        return (entry, self.guarded.withLock { _ in entry.liveStore })
       }
     }
   }
@@ -852,8 +858,8 @@ private func makeTimerService<C: Clock>(_ clock: C) -> any TimerHost where C.Dur
 }
 
 /// What a send does with the entry it found.
-private enum EntryStep<Entry> {
-  case live(Entry)
+private enum EntryStep<Entry, Store> {
+  case live(Entry, Store)
   case wait(Entry)
   case activate(Entry)
 }
