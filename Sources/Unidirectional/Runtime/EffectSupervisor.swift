@@ -284,7 +284,7 @@ import Synchronization
     return joined
   }
 
-  /// Starts the effect of a timer that fired (``DelayedRunUnit``): the job `makeJob` makes, in
+  /// Starts the effect of a timer that fired (``RunTimerOperation``): the job `makeJob` makes, in
   /// the timer's lifetime, takes the timer's place under its identifiers, and its task starts.
   ///
   /// A timer cancelled meanwhile (its identifier, its lifetime, shutdown) starts nothing.

@@ -91,7 +91,7 @@ import Synchronization
   /// one's is positive: ``Effect/send(_:every:clock:fileID:filePath:line:column:)`` refuses
   /// others).
   ///
-  /// NB: stored only by repeating timers (``RepeatingTimerUnit``): 16 B of every one-shot timer.
+  /// NB: stored only by repeating timers (``RepeatingTimerOperation``): 16 B of every one-shot timer.
   @usableFromInline var interval: Duration { .zero }
 
   @usableFromInline var lifetime: any EffectUnit {
