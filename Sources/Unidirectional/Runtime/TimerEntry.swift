@@ -193,7 +193,12 @@ import Synchronization
   ) {
     self.startsEffect = startsEffect
     self.cancelInFlight = cancelInFlight
-    self.binding = cancelKey.map { .keyedPayload($0) } ?? .payload
+    // NB: no `Optional.map`: unspecialized here, it looked up generic metadata per timer.
+    if let cancelKey {
+      self.binding = .keyedPayload(cancelKey)
+    } else {
+      self.binding = .payload
+    }
     super.init(lifetime: nil, host: host, deadline: delay)
     if cancelKey != nil { self.claimed.store(true, ordering: .relaxed) }
   }
