@@ -20,7 +20,8 @@
 /// > Important: ``none`` and ``send(_:)`` are handled synchronously by the store, before
 /// > ``Store/send(_:fileID:filePath:line:column:)`` returns, without creating tasks.
 public struct Effect<Action: Sendable>: Sendable {
-  // NB: a `var` only so that the planner can move it out (``EffectPlanner/plan(taking:delivery:supervisor:action:enqueue:)``).
+  // NB: a `var` only so that the planner can move it out of the reducer's effect
+  // (`EffectPlanner.plan(taking:delivery:supervisor:action:enqueue:)`).
   @usableFromInline var operation: Operation
 
   @inlinable init(operation: Operation) {
