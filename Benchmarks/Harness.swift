@@ -76,7 +76,7 @@ struct Harness {
       if let floor = result.floor {
         let ratio = result.case.median / floor.median
         line += Self.pad(Self.format(floor.median), 10) + " "
-        line += Self.pad(Self.format(ratio, digits: 2) + "x", 7) + " "
+        line += Self.pad(Self.ratio(ratio, target: benchmark.target), 7) + " "
         line += Self.pad(benchmark.target.map { "≤" + Self.format($0, digits: 1) + "x" } ?? "", 8)
         line += " " + (benchmark.floorName ?? "")
         if let target = benchmark.target, ratio > target {
@@ -128,6 +128,13 @@ struct Harness {
     for _ in 0..<digits { scale *= 10 }
     let rounded = (value * scale).rounded() / scale
     return "\(rounded)"
+  }
+
+  /// A ratio with two decimals, or three when two would round it onto its target: a row that
+  /// misses must not read as if it met it (0.8952x printed "0.9x" next to "≥0.9x MISS").
+  static func ratio(_ value: Double, target: Double?) -> String {
+    let nearTarget = target.map { abs(value - $0) < 0.005 } ?? false
+    return Self.format(value, digits: nearTarget ? 3 : 2) + "x"
   }
 
   static func pad(_ text: String, _ width: Int) -> String {

@@ -216,7 +216,7 @@ func sessionFigures(filter: String?) async {
       "session request/s (\(label))",
       Harness.format(measured.perSecond, digits: 0),
       floor: Harness.format(floor.perSecond, digits: 0),
-      ratio: Harness.format(throughputRatio, digits: 2) + "x",
+      ratio: Harness.ratio(throughputRatio, target: workMicroseconds > 0 ? 0.9 : nil),
       target: (workMicroseconds > 0 ? "≥0.9x" : "") + "    plain actor per session + sweeper",
       missed: workMicroseconds > 0 && throughputRatio < 0.9
     )
@@ -224,7 +224,7 @@ func sessionFigures(filter: String?) async {
       "session request p50 / p99 µs (\(label))",
       Harness.format(measured.p50, digits: 0) + " / " + Harness.format(measured.p99, digits: 0),
       floor: Harness.format(floor.p50, digits: 0) + " / " + Harness.format(floor.p99, digits: 0),
-      ratio: Harness.format(p99Ratio, digits: 2) + "x",
+      ratio: Harness.ratio(p99Ratio, target: workMicroseconds > 0 ? 1.3 : nil),
       target: (workMicroseconds > 0 ? "p99 ≤1.3x" : "") + " plain actor per session + sweeper",
       missed: workMicroseconds > 0 && p99Ratio > 1.3
     )
