@@ -329,7 +329,7 @@ func memoryFigures(filter: String?) async {
     "bytes per suspended effect",
     Harness.format(effectBytes, digits: 0),
     floor: Harness.format(childBytes, digits: 0),
-    ratio: Harness.format(effectBytes / childBytes, digits: 2) + "x",
+    ratio: Harness.ratio(effectBytes / childBytes, target: 1.5),
     target: "≤1.5x    a suspended task-group child",
     missed: effectBytes > 1.5 * childBytes
   )

@@ -114,8 +114,9 @@ import Synchronization
   /// ``TestClock``.
   var drainer: (any ManualDrainer)? { nil }
 
-  /// Makes an ended record a new timer of `lifetime` due at `deadline` (the store's spare record,
-  /// ``EffectSupervisor/takeSpareTimer()``: nothing else holds it, so nothing reads it meanwhile).
+  /// Makes an ended record (the store's spare, ``EffectSupervisor/takeSpareTimer()``) or an
+  /// effect's payload a timer of `lifetime` due at `deadline`: nothing else holds it, so nothing
+  /// reads it meanwhile.
   @usableFromInline final func prepareForReuse(lifetime: (any EffectUnit)?, deadline: Duration) {
     precondition(self.heapSlot < 0, "A queued timer record was reused.")
     self.owner = lifetime
@@ -149,7 +150,7 @@ import Synchronization
 // `fold` writes it (once, by the caller that wins `claimed`, before the keyed effect that reads the
 // identifier exists); everything else is read-only. A store writes it when it takes it, holding
 // the only reference. As a record, its fields follow `TimerEntry`'s rules; `binding` is written
-// only when it is taken, `action` and `run` only as the subclasses say.
+// only when it is taken, the subclasses' `payload` only as they say.
 // Safety: as just said.
 @usableFromInline class TimerOperation<Action: Sendable>: TimerEntry, @unchecked Sendable {
   /// What the timer belongs to.
@@ -306,10 +307,8 @@ import Synchronization
       }
     }
     if isKnownUniquelyReferenced(&timer) {
-      // Nothing else holds the effect: its payload becomes the record (it was never queued, and
-      // its flags were never set).
-      timer.owner = lifetime
-      timer.deadline = deadline
+      // Nothing else holds the effect: its payload becomes the record.
+      timer.prepareForReuse(lifetime: lifetime, deadline: deadline)
       timer.binding = .store(delivery, supervisor)
       return timer
     }

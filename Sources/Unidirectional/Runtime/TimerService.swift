@@ -246,8 +246,8 @@ let suspendingTimers = TimerService(clock: SuspendingClock())
 /// (``queuesTimers`` is `false`); the planner runs such a timer as a task that sleeps on
 /// ``hostClock``.
 ///
-/// Its queue methods are never called: the planner never arms, re-arms or disarms a timer whose
-/// host does not queue timers.
+/// Only its clock is used: the planner never reads the time of, arms, re-arms or disarms a timer
+/// whose host does not queue timers (its time reads zero).
 @usableFromInline final class ClockHost: TimerHost {
   @usableFromInline let hostClock: any Clock<Duration>
 
