@@ -192,11 +192,25 @@ import Synchronization
   /// The store's observer: effect events.
   var observer: (any StoreObserver)? { self.extras?.observer }
 
-  /// Starts measuring an effect's duration (only with an observer; zero without a clock).
+  /// Tells the observer, if the store has one, that `unit` started, and starts timing it: the
+  /// stopwatch that ``observeEnd(of:stopwatch:)`` reads (zero without a clock), or `nil` without
+  /// an observer.
+  ///
+  /// NB: out of line, as ``observeEnd(of:stopwatch:)``, so that the observer's existential and
+  /// these calls' temporaries stay out of the async frame of the effect that calls them.
   @inline(never)
-  func startStopwatch() -> @Sendable () -> Duration {
-    guard let stopwatch = self.extras?.stopwatch else { return { .zero } }
+  func observeStart(of unit: any EffectUnit) -> (@Sendable () -> Duration)? {
+    guard let extras = self.extras, let observer = extras.observer else { return nil }
+    observer.effectStarted(EffectReference(unit))
+    guard let stopwatch = extras.stopwatch else { return { .zero } }
     return stopwatch()
+  }
+
+  /// Tells the observer that `unit` ended: how (its recorded failure, if any) and after how long.
+  @inline(never)
+  func observeEnd(of unit: any EffectUnit, stopwatch: @Sendable () -> Duration) {
+    guard let observer = self.observer else { return }
+    self.reportEnd(of: unit, to: observer, duration: stopwatch())
   }
 
   // MARK: - Registering and submitting
