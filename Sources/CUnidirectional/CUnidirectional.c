@@ -1,3 +1,4 @@
 #include "CUnidirectional.h"
 
 __thread void *_Nullable cunidirectional_reducer_dependencies = 0;
+__thread void *_Nullable cunidirectional_plan_scratch = 0;

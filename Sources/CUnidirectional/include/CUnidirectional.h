@@ -18,4 +18,17 @@ static inline void cunidirectional_set_reducer_dependencies(void *_Nullable valu
   cunidirectional_reducer_dependencies = value;
 }
 
+/// The planner's scratch arrays of this thread (an unretained pointer to a `PlanScratch`, which a
+/// thread-specific key's destructor releases when the thread exits), or NULL before its first use.
+extern __thread void *_Nullable cunidirectional_plan_scratch
+  __attribute__((tls_model("initial-exec")));
+
+static inline void *_Nullable cunidirectional_get_plan_scratch(void) {
+  return cunidirectional_plan_scratch;
+}
+
+static inline void cunidirectional_set_plan_scratch(void *_Nullable value) {
+  cunidirectional_plan_scratch = value;
+}
+
 #endif

@@ -1,3 +1,5 @@
+public import CUnidirectional
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -559,22 +561,36 @@ extension Effect {
     return self.heldStarts
   }
 
-  /// The calling thread's scratch arrays.
-  @usableFromInline static var current: PlanScratch {
-    if let pointer = pthread_getspecific(planScratchKey) {
-      return Unmanaged<PlanScratch>.fromOpaque(pointer).takeUnretainedValue()
-    }
-    let scratch = PlanScratch()
-    pthread_setspecific(planScratchKey, Unmanaged.passRetained(scratch).toOpaque())
-    return scratch
+  /// Calls `body` with the calling thread's scratch arrays, borrowed.
+  ///
+  /// NB: read from a C `__thread` variable (one instruction); `pthread_getspecific` was a library
+  /// call on every plan and every registry send. Borrowed, since the thread's key holds it: a
+  /// strong reference held across the send it brackets retained and released it each time. The
+  /// key only releases it when its thread exits.
+  @inlinable @inline(__always)
+  static func withCurrent<Result>(_ body: (PlanScratch) -> Result) -> Result {
+    let pointer = cunidirectional_get_plan_scratch() ?? self.makeCurrent()
+    return Unmanaged<PlanScratch>.fromOpaque(pointer)._withUnsafeGuaranteedRef(body)
+  }
+
+  @usableFromInline @inline(never)
+  static func makeCurrent() -> UnsafeMutableRawPointer {
+    let pointer = Unmanaged.passRetained(PlanScratch()).toOpaque()
+    pthread_setspecific(planScratchKey, pointer)
+    cunidirectional_set_plan_scratch(pointer)
+    return pointer
   }
 }
 
-/// The thread-specific slot of ``PlanScratch``; a thread's scratch is released when it exits.
+/// The thread-specific slot of ``PlanScratch``: it releases a thread's scratch when the thread
+/// exits.
 private let planScratchKey: pthread_key_t = {
   var key = pthread_key_t()
   let status = pthread_key_create(&key) { pointer in
     guard let pointer else { return }
+    // NB: the destructor runs on the exiting thread: a later use there (another key's
+    // destructor that plans an action) makes a new scratch instead of reading a freed one.
+    cunidirectional_set_plan_scratch(nil)
     Unmanaged<PlanScratch>.fromOpaque(pointer).release()
   }
   precondition(status == 0, "pthread_key_create failed: \(status)")
@@ -585,10 +601,11 @@ extension EffectPlanner {
   /// Borrows the thread's scratch arrays (the caller checks ``holdsScratch`` first).
   @usableFromInline mutating func borrowScratch() {
     self.holdsScratch = true
-    let scratch = PlanScratch.current
-    swap(&self.steps, &scratch.steps)
-    swap(&self.jobs, &scratch.jobs)
-    swap(&self.timers, &scratch.timers)
+    PlanScratch.withCurrent { scratch in
+      swap(&self.steps, &scratch.steps)
+      swap(&self.jobs, &scratch.jobs)
+      swap(&self.timers, &scratch.timers)
+    }
   }
 
   /// Hands the (empty) arrays back to the thread, or drops them when the thread's slot was
@@ -596,14 +613,16 @@ extension EffectPlanner {
   /// must not leave every pool thread holding arrays that size).
   @usableFromInline mutating func returnScratch() {
     self.holdsScratch = false
-    let scratch = PlanScratch.current
     let limit = 64
-    if scratch.steps.capacity == 0 && scratch.jobs.capacity == 0 && scratch.timers.capacity == 0,
-      self.steps.capacity <= limit, self.jobs.capacity <= limit, self.timers.capacity <= limit
-    {
-      swap(&self.steps, &scratch.steps)
-      swap(&self.jobs, &scratch.jobs)
-      swap(&self.timers, &scratch.timers)
+    PlanScratch.withCurrent { scratch in
+      if scratch.steps.capacity == 0 && scratch.jobs.capacity == 0
+        && scratch.timers.capacity == 0, self.steps.capacity <= limit,
+        self.jobs.capacity <= limit, self.timers.capacity <= limit
+      {
+        swap(&self.steps, &scratch.steps)
+        swap(&self.jobs, &scratch.jobs)
+        swap(&self.timers, &scratch.timers)
+      }
     }
     self.steps = []
     self.jobs = []

@@ -242,10 +242,12 @@ import Synchronization
     self.perform(cancellation)
     switch submission {
     case .run:
-      let scratch = PlanScratch.current
-      if scratch.isHoldingStarts {
+      let held = PlanScratch.withCurrent { scratch in
+        guard scratch.isHoldingStarts else { return false }
         for job in jobs { scratch.heldStarts.append(job, on: self) }
-      } else {
+        return true
+      }
+      if !held {
         for job in jobs { job.startTask(on: self) }
       }
     case .abandon: for job in jobs { job.abandon(on: self) }

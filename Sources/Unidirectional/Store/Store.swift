@@ -314,16 +314,17 @@ public actor Store<State: Sendable, Action: Sendable> {
     // NB: no `Optional.map` closures: this runs unspecialized (an actor method called from
     // another isolation), where each closure cost a context and metadata lookups. A send already
     // holding starts on this thread (none can today: reducers do not send) keeps them.
-    let scratch = PlanScratch.current
-    if scratch.isHoldingStarts {
-      guard let task = self.trySend(action) else { return nil }
-      return (task, EffectStarts())
+    PlanScratch.withCurrent { scratch in
+      if scratch.isHoldingStarts {
+        guard let task = self.trySend(action) else { return nil }
+        return (task, EffectStarts())
+      }
+      scratch.isHoldingStarts = true
+      let task = self.trySend(action)
+      scratch.isHoldingStarts = false
+      guard let task else { return nil }
+      return (task, scratch.takeHeldStarts())
     }
-    scratch.isHoldingStarts = true
-    let task = self.trySend(action)
-    scratch.isHoldingStarts = false
-    guard let task else { return nil }
-    return (task, scratch.takeHeldStarts())
   }
 
   /// ``trySend(_:reading:)`` that holds back the effect tasks the action starts, as
@@ -333,16 +334,17 @@ public actor Store<State: Sendable, Action: Sendable> {
     _ action: Action,
     reading read: @Sendable (State) -> Value
   ) -> (task: StoreTask, value: Value, starts: EffectStarts)? {
-    let scratch = PlanScratch.current
-    if scratch.isHoldingStarts {
-      guard let sent = self.trySend(action, reading: read) else { return nil }
-      return (sent.task, sent.value, EffectStarts())
+    PlanScratch.withCurrent { scratch in
+      if scratch.isHoldingStarts {
+        guard let sent = self.trySend(action, reading: read) else { return nil }
+        return (sent.task, sent.value, EffectStarts())
+      }
+      scratch.isHoldingStarts = true
+      let sent = self.trySend(action, reading: read)
+      scratch.isHoldingStarts = false
+      guard let sent else { return nil }
+      return (sent.task, sent.value, scratch.takeHeldStarts())
     }
-    scratch.isHoldingStarts = true
-    let sent = self.trySend(action, reading: read)
-    scratch.isHoldingStarts = false
-    guard let sent else { return nil }
-    return (sent.task, sent.value, scratch.takeHeldStarts())
   }
 
   /// Cancels every effect, waits until all of them have ended, and rejects later actions.

@@ -1,3 +1,5 @@
+import Foundation
+import Synchronization
 import Testing
 
 @testable import Unidirectional
@@ -24,8 +26,8 @@ import Testing
     outer.returnScratch()
     #expect(!outer.holdsScratch)
     #expect(outer.steps.capacity == 0)
-    #expect(PlanScratch.current.steps.isEmpty)
-    #expect(PlanScratch.current.steps.capacity > 0)
+    #expect(PlanScratch.withCurrent { $0.steps.isEmpty })
+    #expect(PlanScratch.withCurrent { $0.steps.capacity } > 0)
   }
 
   @Test func arraysGrownLargeAreNotKeptByTheThread() {
@@ -37,6 +39,21 @@ import Testing
     planner.steps.removeAll(keepingCapacity: true)
     planner.returnScratch()
     #expect(planner.steps.capacity == 0)
-    #expect(PlanScratch.current.steps.capacity == 0)
+    #expect(PlanScratch.withCurrent { $0.steps.capacity } == 0)
+  }
+
+  @Test func eachThreadHasItsOwnScratchAndKeepsItAcrossUses() {
+    let here = PlanScratch.withCurrent { ObjectIdentifier($0) }
+    #expect(PlanScratch.withCurrent { ObjectIdentifier($0) } == here)
+    let other = Mutex<ObjectIdentifier?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    let thread = Thread {
+      other.withLock { $0 = PlanScratch.withCurrent { ObjectIdentifier($0) } }
+      done.signal()
+    }
+    thread.start()
+    done.wait()
+    #expect(other.withLock { $0 } != nil)
+    #expect(other.withLock { $0 } != here)
   }
 }
