@@ -602,36 +602,47 @@ struct TimerQueue {
     }
   }
 
+  // NB: the sifts move references through the array's buffer instead of swapping elements:
+  // swapping retained and released each entry it moved (a session's re-arm sifts through a
+  // heap of a thousand), under the host's lock. The entry sifted is taken out once and put back
+  // once, and each entry it passes moves one slot, its index updated.
+
   private mutating func siftUp(_ start: Int) {
-    var child = start
-    while child > 0 {
-      let parent = (child - 1) / 2
-      guard self.entries[child].firesBefore(self.entries[parent]) else { break }
-      self.swap(child, parent)
-      child = parent
+    self.entries.withUnsafeMutableBufferPointer { heap in
+      guard let base = heap.baseAddress, start > 0 else { return }
+      let entry = (base + start).move()
+      var hole = start
+      while hole > 0 {
+        let parent = (hole - 1) / 2
+        guard entry.firesBefore(base[parent]) else { break }
+        (base + hole).moveInitialize(from: base + parent, count: 1)
+        base[hole].heapIndex = hole
+        hole = parent
+      }
+      entry.heapIndex = hole
+      (base + hole).initialize(to: entry)
     }
   }
 
   private mutating func siftDown(_ start: Int) {
-    var parent = start
-    let count = self.entries.count
-    while true {
-      let left = 2 * parent + 1
-      let right = left + 1
-      var smallest = parent
-      if left < count, self.entries[left].firesBefore(self.entries[smallest]) { smallest = left }
-      if right < count, self.entries[right].firesBefore(self.entries[smallest]) {
-        smallest = right
+    self.entries.withUnsafeMutableBufferPointer { heap in
+      let count = heap.count
+      guard let base = heap.baseAddress, 2 * start + 1 < count else { return }
+      let entry = (base + start).move()
+      var hole = start
+      while true {
+        let left = 2 * hole + 1
+        guard left < count else { break }
+        let right = left + 1
+        let child = right < count && base[right].firesBefore(base[left]) ? right : left
+        guard base[child].firesBefore(entry) else { break }
+        (base + hole).moveInitialize(from: base + child, count: 1)
+        base[hole].heapIndex = hole
+        hole = child
       }
-      guard smallest != parent else { return }
-      self.swap(parent, smallest)
-      parent = smallest
+      entry.heapIndex = hole
+      (base + hole).initialize(to: entry)
     }
   }
 
-  private mutating func swap(_ i: Int, _ j: Int) {
-    self.entries.swapAt(i, j)
-    self.entries[i].heapIndex = i
-    self.entries[j].heapIndex = j
-  }
 }
