@@ -564,9 +564,9 @@ extension Effect {
   /// Calls `body` with the calling thread's scratch arrays, borrowed.
   ///
   /// NB: read from a C `__thread` variable (one instruction); `pthread_getspecific` was a library
-  /// call on every plan and every registry send. Borrowed, since the thread's key holds it: a
-  /// strong reference held across the send it brackets retained and released it each time. The
-  /// key only releases it when its thread exits.
+  /// call on every plan and every registry send. Borrowed (a strong reference held across the
+  /// send it brackets retained and released it each time): the thread's key holds it until the
+  /// thread exits, and `body` runs synchronously on this thread, so it outlives the borrow.
   @inlinable @inline(__always)
   static func withCurrent<Result>(_ body: (PlanScratch) -> Result) -> Result {
     let pointer = cunidirectional_get_plan_scratch() ?? self.makeCurrent()

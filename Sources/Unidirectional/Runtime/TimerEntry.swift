@@ -644,5 +644,4 @@ struct TimerQueue {
       (base + hole).initialize(to: entry)
     }
   }
-
 }
