@@ -25,8 +25,18 @@ public actor Store<State: Sendable, Action: Sendable> {
   // Safety: an immutable reference, readable anywhere; used only as said above.
   @usableFromInline nonisolated(unsafe) let core: any StoreCore<State, Action>
   /// `core` when this is a root store: the per-action path calls it directly, specialized.
-  // Safety: as for `core`.
-  @usableFromInline nonisolated(unsafe) let root: RootCore<State, Action>?
+  ///
+  /// Unretained: `core` holds the same object for the store's whole life. A strong reference
+  /// here was retained and released around every send; this one is lent to the call instead
+  /// (`_withUnsafeGuaranteedRef`).
+  // Safety: as for `core`; and `core`, a `let` holding this same object, keeps it alive as long
+  // as the store, so this reference never outlives what it points to.
+  @usableFromInline nonisolated(unsafe) let rootReference: Unmanaged<RootCore<State, Action>>?
+
+  /// `core` when this is a root store.
+  @usableFromInline nonisolated var root: RootCore<State, Action>? {
+    self.rootReference?.takeUnretainedValue()
+  }
   /// The executor of the root store's ``StoreIsolation``, kept alive by the root core.
   @usableFromInline nonisolated let executor: UnownedSerialExecutor
 
@@ -160,7 +170,7 @@ public actor Store<State: Sendable, Action: Sendable> {
   @usableFromInline
   init(root: RootCore<State, Action>) {
     self.executor = root.isolation.unownedExecutor
-    self.root = root
+    self.rootReference = Unmanaged.passUnretained(root)
     self.core = root
   }
 
@@ -168,7 +178,7 @@ public actor Store<State: Sendable, Action: Sendable> {
   @usableFromInline
   init(core: any StoreCore<State, Action>, executor: UnownedSerialExecutor) {
     self.executor = executor
-    self.root = nil
+    self.rootReference = nil
     self.core = core
   }
 
@@ -209,10 +219,10 @@ public actor Store<State: Sendable, Action: Sendable> {
     column: UInt = #column
   ) -> StoreTask {
     let location = SourceLocation(fileID: fileID, filePath: filePath, line: line, column: column)
-    guard let root = self.root else {
+    guard let root = self.rootReference else {
       return self.core.send(action, location: location)
     }
-    return root.sendAction(root, action, location)
+    return root._withUnsafeGuaranteedRef { root in root.sendAction(root, action, location) }
   }
 
   /// Sends an action and reads the state right after it (and the `.send` actions it chains) was
