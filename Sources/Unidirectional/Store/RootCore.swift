@@ -28,7 +28,12 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
   /// (measured: 30% of a delivery in generic-metadata lookups before this).
   @usableFromInline let receiveAction: (RootCore, Action, any EffectUnit) -> Void
   /// The executor this core runs on, and how effects reach it.
-  @usableFromInline let isolation = StoreIsolation<State, Action>()
+  @usableFromInline let isolation: StoreIsolation<State, Action>
+  /// How effects reach ``isolation``.
+  ///
+  /// A `let`, made with the core: the per-action path borrows it. A delivery made per plan, or a
+  /// `var` set with the first effect, was retained and released on every action with an effect.
+  @usableFromInline let delivery: EffectDelivery<Action>
 
   /// The dependencies the reducer runs under (installed around every reduce) and its effects
   /// capture.
@@ -62,8 +67,13 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
   let supervisorReference = AtomicLazyReference<EffectSupervisor>()
   /// The same supervisor, for the per-action path on the store's executor: a plain load (the
   /// atomic's `load` is not specialized across modules and cost ~5% of a timer re-arm).
-  @usableFromInline @exclusivity(unchecked) var effects: EffectSupervisor?
-  @usableFromInline @exclusivity(unchecked) var delivery: EffectDelivery<Action>?
+  ///
+  /// Unretained, and lent to each use (`_withUnsafeGuaranteedRef`): a strong `var` was copied,
+  /// retained and released, every time an action planned an effect, since the planner might have
+  /// reached the field through `self`.
+  // Safety: `supervisorReference` holds the same object from the moment this is set (it is set
+  // from what `storeIfNil` returned) until the core is freed, and the reference is never reset.
+  @usableFromInline @exclusivity(unchecked) var effectsReference: Unmanaged<EffectSupervisor>?
   /// Created by the first `states` reader (most stores never have one: it saves memory).
   @usableFromInline @exclusivity(unchecked) var broadcaster: StateBroadcaster<State>?
   // NB: the flags sit together: apart, each took a word of padding, and 8 bytes put an idle store
@@ -88,6 +98,9 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
   ) {
     self.currentState = initialState
     self.reducer = reducer
+    let isolation = StoreIsolation<State, Action>()
+    self.isolation = isolation
+    self.delivery = EffectDelivery(receiver: isolation)
     self.sendAction = sendAction
     self.receiveAction = receiveAction
     let dependencies = DependencyBox.make(configuration.dependencies)
@@ -169,6 +182,12 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
   @usableFromInline
   var supervisor: EffectSupervisor? {
     self.supervisorReference.load()
+  }
+
+  /// The supervisor, once the first effect made it; see ``effectsReference``.
+  @usableFromInline
+  var effects: EffectSupervisor? {
+    self.effectsReference?.takeUnretainedValue()
   }
 
   @usableFromInline var phasedShutdown: any PhasedShutdown {
@@ -340,15 +359,23 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
 
   @inlinable
   func plan(_ effect: inout Effect<Action>, for reduced: Action) {
-    let supervisor = self.effects ?? self.makeSupervisor()
-    guard let delivery = self.delivery else { preconditionFailure("No delivery after setup.") }
+    let supervisor = self.effectsReference ?? self.makeSupervisor()
     if !self.planner.holdsScratch { self.planner.borrowScratch() }
-    self.planner.plan(taking: &effect, delivery: delivery, supervisor: supervisor, action: reduced)
-    {
-      action,
-      token in
-      self.queue.append((action, token))
-      self.queueCount += 1
+    // NB: the closure captures the core unretained (it runs inside this call): capturing `self`
+    // retained and released it around every plan.
+    let core = Unmanaged.passUnretained(self)
+    supervisor._withUnsafeGuaranteedRef { supervisor in
+      self.planner.plan(
+        taking: &effect,
+        delivery: self.delivery,
+        supervisor: supervisor,
+        action: reduced
+      ) { action, token in
+        core._withUnsafeGuaranteedRef { core in
+          core.queue.append((action, token))
+          core.queueCount += 1
+        }
+      }
     }
   }
 
@@ -366,7 +393,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
   @inlinable
   func submitPlanned() {
     defer { if self.planner.holdsScratch { self.planner.returnScratch() } }
-    guard let supervisor = self.effects else { return }
+    guard let supervisor = self.effectsReference else { return }
     if !(self.planner.jobs.isEmpty && self.planner.timers.isEmpty) && !self.isReachableByEffects {
       // From now on effects may deliver: the isolation holds this core until the root task,
       // once the store has shut down, lets it go.
@@ -376,12 +403,14 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
       nonisolated(unsafe) let core = self
       self.isolation.assumeIsolated { $0.root = core }
     }
-    supervisor.apply(&self.planner.steps, jobs: &self.planner.jobs)
-    if !self.planner.timers.isEmpty { supervisor.arm(&self.planner.timers) }
+    supervisor._withUnsafeGuaranteedRef { supervisor in
+      supervisor.apply(&self.planner.steps, jobs: &self.planner.jobs)
+      if !self.planner.timers.isEmpty { supervisor.arm(&self.planner.timers) }
+    }
   }
 
   @usableFromInline
-  func makeSupervisor() -> EffectSupervisor {
+  func makeSupervisor() -> Unmanaged<EffectSupervisor> {
     let isolation = self.isolation
     let supervisor = EffectSupervisor(
       executorPreference: self.extras?.executorPreference,
@@ -391,9 +420,8 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
       cancelsTimers: self.extras?.cancelsTimers ?? true,
       effectsEnded: { await isolation.release() }
     )
-    self.delivery = EffectDelivery(receiver: isolation)
-    let stored = self.supervisorReference.storeIfNil(supervisor)
-    self.effects = stored
+    let stored = Unmanaged.passUnretained(self.supervisorReference.storeIfNil(supervisor))
+    self.effectsReference = stored
     return stored
   }
 
