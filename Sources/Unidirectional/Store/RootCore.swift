@@ -265,7 +265,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
       if let token {
         if token.isCancelled { continue }
         self.reduce(next, origin: .immediate)
-        self.effects?.complete(token)
+        self.effectsReference?._withUnsafeGuaranteedRef { $0.complete(token) }
       } else {
         self.reduce(next, origin: .immediate)
       }
@@ -382,7 +382,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
   /// Applies the registrations and cancellations planned so far, without submitting jobs.
   @usableFromInline
   func applyPlannedSteps() {
-    self.effects?.applySteps(&self.planner.steps)
+    self.effectsReference?._withUnsafeGuaranteedRef { $0.applySteps(&self.planner.steps) }
   }
 
   /// Applies everything planned for the action just processed and hands its jobs to the root task:
