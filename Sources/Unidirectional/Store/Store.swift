@@ -273,8 +273,15 @@ public actor Store<State: Sendable, Action: Sendable> {
       line: #line,
       column: #column
     )
-    guard let task = self.core.trySend(action, location: location) else { return nil }
-    return (task, read(self.core.state))
+    guard let root = self.rootReference else {
+      guard let task = self.core.trySend(action, location: location) else { return nil }
+      return (task, read(self.core.state))
+    }
+    return root._withUnsafeGuaranteedRef { root in
+      guard !root.isClosed else { return nil }
+      let task = root.sendAction(root, action, location)
+      return (task, read(root.currentState))
+    }
   }
 
   /// Sends an action if the store accepts it: `nil`, quietly, once the store is shutting down or
@@ -306,9 +313,12 @@ public actor Store<State: Sendable, Action: Sendable> {
     column: UInt = #column
   ) -> StoreTask? {
     let location = SourceLocation(fileID: fileID, filePath: filePath, line: line, column: column)
-    guard let root = self.root else { return self.core.trySend(action, location: location) }
-    guard !root.isClosed else { return nil }
-    return root.sendAction(root, action, location)
+    guard let root = self.rootReference else {
+      return self.core.trySend(action, location: location)
+    }
+    return root._withUnsafeGuaranteedRef { root in
+      root.isClosed ? nil : root.sendAction(root, action, location)
+    }
   }
 
   /// ``trySend(_:fileID:filePath:line:column:)`` that holds back the effect tasks the action
