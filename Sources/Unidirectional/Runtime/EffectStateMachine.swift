@@ -811,6 +811,9 @@ extension Resumptions: Sendable where Waiter: Sendable {}
 enum EffectIDs: Sequence, Sendable {
   case none
   case one(EffectID)
+  /// Two, in the order they came: a session's lifetime holds its re-armed timer and the request's
+  /// `.run` until that ends, and an array here was allocated and freed on every request.
+  case two(EffectID, EffectID)
   case few(ContiguousArray<EffectID>)
   case many(Set<EffectID>)
 
@@ -821,6 +824,7 @@ enum EffectIDs: Sequence, Sendable {
     switch self {
     case .none: 0
     case .one: 1
+    case .two: 2
     case .few(let ids): ids.count
     case .many(let ids): ids.count
     }
@@ -837,7 +841,9 @@ enum EffectIDs: Sequence, Sendable {
     case .none:
       self = .one(id)
     case .one(let existing):
-      self = existing == id ? self : .few([existing, id])
+      if existing != id { self = .two(existing, id) }
+    case .two(let first, let second):
+      if first != id && second != id { self = .few([first, second, id]) }
     case .few(var ids):
       guard !ids.contains(id) else { return }
       self = .none
@@ -864,13 +870,19 @@ enum EffectIDs: Sequence, Sendable {
     case .one(let existing):
       if existing == id { self = .none }
       return existing == id
+    case .two(let first, let second):
+      if first == id {
+        self = .one(second)
+      } else if second == id {
+        self = .one(first)
+      }
+      return false
     case .few(var ids):
       guard let index = ids.firstIndex(of: id) else { return false }
       self = .none
       ids.remove(at: index)
-      // NB: back to inline at one: a session's lifetime holds its timer and a finished `.run`
-      // for as long as the timer is armed, and the array was part of every idle session.
-      self = ids.count == 1 ? .one(ids[0]) : .few(ids)
+      // NB: back inline at two: an array kept past that was part of every idle session.
+      self = ids.count == 2 ? .two(ids[0], ids[1]) : .few(ids)
       return false
     case .many(var ids):
       self = .none
@@ -888,6 +900,7 @@ enum EffectIDs: Sequence, Sendable {
     switch self {
     case .none: Iterator(state: .done)
     case .one(let id): Iterator(state: .one(id))
+    case .two(let first, let second): Iterator(state: .two(first, second))
     case .few(let ids): Iterator(state: .few(ids.makeIterator()))
     case .many(let ids): Iterator(state: .many(ids.makeIterator()))
     }
@@ -899,6 +912,7 @@ enum EffectIDs: Sequence, Sendable {
     enum State {
       case done
       case one(EffectID)
+      case two(EffectID, EffectID)
       case few(IndexingIterator<ContiguousArray<EffectID>>)
       case many(Set<EffectID>.Iterator)
     }
@@ -912,6 +926,9 @@ enum EffectIDs: Sequence, Sendable {
       case .one(let id):
         self.state = .done
         return id
+      case .two(let first, let second):
+        self.state = .one(second)
+        return first
       case .few(var iterator):
         self.state = .done
         guard let id = iterator.next() else { return nil }

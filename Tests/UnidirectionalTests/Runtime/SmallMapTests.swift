@@ -98,6 +98,33 @@ import Testing
     #expect(ids.remove(second.id) == true && ids.count == 0)
   }
 
+  @Test func twoUnitsStayInlineInOrderAndAThirdTakesAnArrayUntilTwoAreLeft() {
+    let tokens = (0..<3).map { _ in EffectToken(lifetime: nil) }
+    var ids = EffectIDs.none
+    ids.insert(tokens[0].id)
+    ids.insert(tokens[1].id)
+    ids.insert(tokens[1].id)  // already there
+    guard case .two(let first, let second) = ids else {
+      Issue.record("two ids are not inline: \(ids)")
+      return
+    }
+    #expect(first == tokens[0].id && second == tokens[1].id && ids.count == 2)
+    #expect(Array(ids) == [tokens[0].id, tokens[1].id] && ids.only == nil)
+    #expect(ids.remove(tokens[2].id) == false && ids.count == 2)
+    ids.insert(tokens[2].id)
+    guard case .few = ids else {
+      Issue.record("three ids are not an array: \(ids)")
+      return
+    }
+    #expect(Array(ids) == tokens.map(\.id))
+    #expect(ids.remove(tokens[1].id) == false)
+    guard case .two(tokens[0].id, tokens[2].id) = ids else {
+      Issue.record("two ids left, but not inline in order: \(ids)")
+      return
+    }
+    #expect(ids.remove(tokens[0].id) == false && ids.only == tokens[2].id)
+  }
+
   @Test func entriesGoFromInlineToAnArrayToADictionaryAndBackToInline() {
     var map = SmallMap<Int, String>()
     let limit = SmallMap<Int, String>.fewLimit
