@@ -125,6 +125,13 @@ import Testing
     #expect(ids.remove(tokens[0].id) == false && ids.only == tokens[2].id)
   }
 
+  /// The sizes the armed store's 1 KB rests on: two identities and their case in two words (an
+  /// identity's spare bits hold the case), and a supervisor's state machine in 200 B.
+  @Test func aSetOfTwoIdentitiesIsTwoWordsAndTheMachineKeepsItsSize() {
+    #expect(MemoryLayout<EffectIDs>.size == 2 * MemoryLayout<Int>.size)
+    #expect(MemoryLayout<EffectSupervisor.Machine>.size <= 200)
+  }
+
   @Test func entriesGoFromInlineToAnArrayToADictionaryAndBackToInline() {
     var map = SmallMap<Int, String>()
     let limit = SmallMap<Int, String>.fewLimit
