@@ -116,3 +116,15 @@ struct EffectID: Hashable, @unchecked Sendable {
     hasher.combine(self.unit.toOpaque())
   }
 }
+
+// NB: described and reflected by address: the default would read the reference (and retain what
+// it points to), which may be freed by then, where an `ObjectIdentifier` printed its bits.
+extension EffectID: CustomStringConvertible, CustomReflectable {
+  var description: String {
+    "EffectID(\(self.unit.toOpaque()))"
+  }
+
+  var customMirror: Mirror {
+    Mirror(self, children: ["address": self.unit.toOpaque()])
+  }
+}

@@ -125,6 +125,20 @@ import Testing
     #expect(ids.remove(tokens[0].id) == false && ids.only == tokens[2].id)
   }
 
+  @Test func anIdentityOutlivesItsUnitAndDescribesItselfByAddress() {
+    var token: EffectToken? = EffectToken(lifetime: nil)
+    let id = token!.id
+    let address = Unmanaged.passUnretained(token!).toOpaque()
+    let same = token!.id
+    token = nil
+    // The unit is freed: equality, hashing, description and reflection read only the address.
+    #expect(id == same && id.hashValue == same.hashValue)
+    #expect(String(describing: id) == "EffectID(\(address))")
+    var dumped = ""
+    dump(id, to: &dumped)
+    #expect(dumped.contains("\(address)"))
+  }
+
   /// The sizes the armed store's 1 KB rests on: two identities and their case in two words (an
   /// identity's spare bits hold the case), and a supervisor's state machine in 200 B.
   @Test func aSetOfTwoIdentitiesIsTwoWordsAndTheMachineKeepsItsSize() {
