@@ -267,21 +267,8 @@ public actor Store<State: Sendable, Action: Sendable> {
     _ action: Action,
     reading read: @Sendable (State) -> Value
   ) -> (task: StoreTask, value: Value)? {
-    let location = SourceLocation(
-      fileID: #fileID,
-      filePath: #filePath,
-      line: #line,
-      column: #column
-    )
-    guard let root = self.rootReference else {
-      guard let task = self.core.trySend(action, location: location) else { return nil }
-      return (task, read(self.core.state))
-    }
-    return root._withUnsafeGuaranteedRef { root in
-      guard !root.isClosed else { return nil }
-      let task = root.sendAction(root, action, location)
-      return (task, read(root.currentState))
-    }
+    guard let task = self.trySend(action) else { return nil }
+    return (task, read(self.core.state))
   }
 
   /// Sends an action if the store accepts it: `nil`, quietly, once the store is shutting down or
