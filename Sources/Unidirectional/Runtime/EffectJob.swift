@@ -18,11 +18,10 @@ import Synchronization
   /// supervisor counts it, cancels it, and waits for it to end.
   func startTask(on supervisor: EffectSupervisor)
 
-  /// Starts that task on the calling thread: it runs until its first suspension (or its end)
-  /// before this returns, then goes on like any other task. For a caller on the generic executor
-  /// that is not itself an effect (``EffectStarts/start()``); with a test executor it is
-  /// ``startTask(on:)``.
-  func startTaskHere(on supervisor: EffectSupervisor)
+  /// The whole body of that task: the work with the store's task-locals bound, then the
+  /// supervisor's count of tasks. ``EffectStarts`` runs it in a task it starts on the calling
+  /// thread.
+  func runAsTask(on supervisor: EffectSupervisor) async
 
   /// Finishes every unit without running it (the store shut down first).
   func abandon(on supervisor: EffectSupervisor)
@@ -138,22 +137,16 @@ import Synchronization
     }
   }
 
-  @usableFromInline final func startTaskHere(on supervisor: EffectSupervisor) {
-    guard supervisor.executorPreference == nil, #available(macOS 26.0, *) else {
-      self.startTask(on: supervisor)
-      return
-    }
-    // NB: the same body as `startTask(on:)`'s, as a closure literal (see there).
-    Task.immediateDetached(priority: self.priority ?? .medium) {
-      if supervisor.bindsOnlyItself {
-        await EffectSupervisor.$current.withValue(supervisor) {
-          await EffectPlan.run(self, on: supervisor)
-        }
-      } else {
-        await supervisor.runBindingEverything { await EffectPlan.run(self, on: supervisor) }
+  @usableFromInline final func runAsTask(on supervisor: EffectSupervisor) async {
+    // NB: the same body as `startTask(on:)`'s closure (see there).
+    if supervisor.bindsOnlyItself {
+      await EffectSupervisor.$current.withValue(supervisor) {
+        await EffectPlan.run(self, on: supervisor)
       }
-      await supervisor.taskEnded()
+    } else {
+      await supervisor.runBindingEverything { await EffectPlan.run(self, on: supervisor) }
     }
+    await supervisor.taskEnded()
   }
 
   /// Sends an action of this effect to its store.
@@ -230,17 +223,11 @@ final class PlanJob<Action: Sendable>: EffectJob {
     }
   }
 
-  func startTaskHere(on supervisor: EffectSupervisor) {
-    guard supervisor.executorPreference == nil, #available(macOS 26.0, *) else {
-      self.startTask(on: supervisor)
-      return
+  func runAsTask(on supervisor: EffectSupervisor) async {
+    await supervisor.runBindingEverything {
+      await self.plan.execute(self.delivery, on: supervisor)
     }
-    Task.immediateDetached(priority: self.priority ?? .medium) {
-      await supervisor.runBindingEverything {
-        await self.plan.execute(self.delivery, on: supervisor)
-      }
-      await supervisor.taskEnded()
-    }
+    await supervisor.taskEnded()
   }
 
   func abandon(on supervisor: EffectSupervisor) {

@@ -36,18 +36,30 @@
     if !self.isEmpty { self.startAll() }
   }
 
+  /// Starts each task held back, in order.
+  ///
+  /// NB: every start goes through one loop, the common single one too: the optimizer inlines
+  /// `Task.immediateDetached` into a loop and folds its `nil` executor preference away there.
+  /// Called outside one, it was not inlined, and the task it made carried a preference record
+  /// anyway, which every executor switch of the effect looked up under the task's status lock
+  /// (seven acquisitions per session request; one now). `.ci/run` checks the binary.
   @usableFromInline func startAll() {
-    guard let first = self.first else { return }
+    guard var next = self.first else { return }
     let here = EffectSupervisor.current == nil
-    Self.start(first.job, on: first.supervisor, here: here)
-    for start in self.rest ?? [] { Self.start(start.job, on: start.supervisor, here: here) }
-  }
-
-  private static func start(_ job: any EffectJob, on supervisor: EffectSupervisor, here: Bool) {
-    if here {
-      job.startTaskHere(on: supervisor)
-    } else {
-      job.startTask(on: supervisor)
+    let rest = self.rest ?? []
+    var index = rest.startIndex
+    while true {
+      let (job, supervisor) = next
+      if here, supervisor.executorPreference == nil, #available(macOS 26.0, *) {
+        Task.immediateDetached(priority: job.priority ?? .medium) {
+          await job.runAsTask(on: supervisor)
+        }
+      } else {
+        job.startTask(on: supervisor)
+      }
+      guard index < rest.endIndex else { return }
+      next = rest[index]
+      index += 1
     }
   }
 }
