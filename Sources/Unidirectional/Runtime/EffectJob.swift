@@ -122,18 +122,18 @@ import Synchronization
       Task.detached(priority: priority) {
         if supervisor.bindsOnlyItself {
           await EffectSupervisor.$current.withValue(supervisor) {
-            await EffectPlan.run(self, on: supervisor)
+            await EffectPlan.runAsTask(self, on: supervisor)
           }
         } else {
-          await supervisor.runBindingEverything { await EffectPlan.run(self, on: supervisor) }
+          await supervisor.runBindingEverything {
+            await EffectPlan.runAsTask(self, on: supervisor)
+          }
         }
-        await supervisor.taskEnded()
       }
       return
     }
     Task.detached(executorPreference: preference, priority: priority) {
-      await supervisor.runBindingEverything { await EffectPlan.run(self, on: supervisor) }
-      await supervisor.taskEnded()
+      await supervisor.runBindingEverything { await EffectPlan.runAsTask(self, on: supervisor) }
     }
   }
 
@@ -141,12 +141,11 @@ import Synchronization
     // NB: the same body as `startTask(on:)`'s closure (see there).
     if supervisor.bindsOnlyItself {
       await EffectSupervisor.$current.withValue(supervisor) {
-        await EffectPlan.run(self, on: supervisor)
+        await EffectPlan.runAsTask(self, on: supervisor)
       }
     } else {
-      await supervisor.runBindingEverything { await EffectPlan.run(self, on: supervisor) }
+      await supervisor.runBindingEverything { await EffectPlan.runAsTask(self, on: supervisor) }
     }
-    await supervisor.taskEnded()
   }
 
   /// Sends an action of this effect to its store.
@@ -306,6 +305,20 @@ enum EffectPlan<Action: Sendable>: Sendable {
     await body(Send(job: job))
     if let stopwatch { supervisor.observeEnd(of: job, stopwatch: stopwatch) }
     await supervisor.finish(job)
+  }
+
+  /// ``run(_:on:)`` as the whole of a task: the unit's finish and the task's end are one trip to
+  /// the supervisor's lock (``EffectSupervisor/finishAndEndTask(_:)``).
+  @inline(__always)
+  static func runAsTask(_ job: RunJob<Action>, on supervisor: EffectSupervisor) async {
+    guard let body = job.takeBody(), supervisor.start(job) else {
+      await supervisor.taskEnded()
+      return
+    }
+    let stopwatch = supervisor.observeStart(of: job)
+    await body(Send(job: job))
+    if let stopwatch { supervisor.observeEnd(of: job, stopwatch: stopwatch) }
+    await supervisor.finishAndEndTask(job)
   }
 
   private static func send(

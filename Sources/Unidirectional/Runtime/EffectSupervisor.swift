@@ -365,6 +365,48 @@ import Synchronization
     if self.endTask() { await self.effectsEnded() }
   }
 
+  /// ``finish(_:)`` of a task's only unit and ``taskEnded()`` of its task, in one trip to the lock
+  /// (a lone `.run`'s task: one lock acquisition fewer per effect).
+  ///
+  /// The last task to end after shutdown runs `effectsEnded` here, still inside the task's
+  /// task-local bindings (which it does not read).
+  func finishAndEndTask(_ token: any EffectUnit) async {
+    while true {
+      guard let (finished, end, selfWaiters) = self.finishAndEndNow(token) else {
+        // NB: another thread is about to call `cancel()` on this task (see `finish(_:)`).
+        await withUnsafeContinuation { continuation in
+          self.guarded.withLock { $0.machine.parkFinishing(token.id, waiter: continuation) }?
+            .resume()
+        }
+        continue
+      }
+      Self.resume(finished)
+      Self.resume(end.resumptions)
+      for waiter in selfWaiters { waiter.resume() }
+      if end.ended { await self.effectsEnded() }
+      return
+    }
+  }
+
+  /// The synchronous part of ``finishAndEndTask(_:)``: `nil` when the unit must wait for its
+  /// cancellers first (the task then has not ended).
+  @inline(never)
+  private func finishAndEndNow(
+    _ token: any EffectUnit
+  ) -> (
+    Resumptions<UnsafeContinuation<Void, Never>>, Machine.JobEnd, [UnsafeContinuation<Void, Never>]
+  )? {
+    self.guarded.withLock { guarded in
+      guard case .finished(let finished) = guarded.machine.finish(token.id) else { return nil }
+      let end = guarded.machine.jobEnded()
+      guard !guarded.selfWaiters.isEmpty, guarded.machine.liveJobs <= 1 else {
+        return (finished, end, [])
+      }
+      defer { guarded.selfWaiters = [:] }
+      return (finished, end, Array(guarded.selfWaiters.values))
+    }
+  }
+
   // NB: the synchronous steps that take the lock are `@inline(never)` wherever an effect's task
   // calls them: inlined into the task's async frames, the machine's temporaries (records copied
   // out of its maps) grew those frames past a slab of the task allocator: one more 1 KB malloc
