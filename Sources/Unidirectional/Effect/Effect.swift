@@ -177,16 +177,7 @@ extension Effect {
         }
       }
     }
-    // NB: binding dependencies costs a frame and a task-local push per effect; skip it when
-    // they are the defaults (the store binds its own around the reducer, which is where
-    // `DependencyValues.current` was read).
-    let body: @concurrent @Sendable (Send<Action>) async -> Void
-    if dependencies.isDefault {
-      body = run
-    } else {
-      body = { send in await dependencies.bind { await run(send) } }
-    }
-    return Self(operation: .run(RunOperation(priority: priority, body: body)))
+    return .run(priority: priority, body: run, under: dependencies)
   }
 
   /// An effect that runs asynchronous work which may send any number of actions and throws no
@@ -223,14 +214,28 @@ extension Effect {
     line: UInt = #line,
     column: UInt = #column
   ) -> Self {
-    let dependencies = DependencyValues._inherited()
-    let body: @concurrent @Sendable (Send<Action>) async -> Void
+    .run(priority: priority, body: operation, under: DependencyValues._inherited())
+  }
+
+  /// A `.run` of `body`, which runs under `dependencies` (those in force where the effect was
+  /// built).
+  ///
+  /// NB: binding dependencies costs a frame and a task-local push per effect; skipped when they
+  /// are the defaults (the store binds its own around the reducer, which is where
+  /// `DependencyValues.current` was read).
+  @inlinable
+  static func run(
+    priority: TaskPriority?,
+    body: @escaping @concurrent @Sendable (Send<Action>) async -> Void,
+    under dependencies: DependencyValues
+  ) -> Self {
+    let bound: @concurrent @Sendable (Send<Action>) async -> Void
     if dependencies.isDefault {
-      body = operation
+      bound = body
     } else {
-      body = { send in await dependencies.bind { await operation(send) } }
+      bound = { send in await dependencies.bind { await body(send) } }
     }
-    return Self(operation: .run(RunOperation(priority: priority, body: body)))
+    return Self(operation: .run(RunOperation(priority: priority, body: bound)))
   }
 
   /// An effect that runs an asynchronous sequence and sends each of its elements.
