@@ -300,25 +300,30 @@ enum EffectPlan<Action: Sendable>: Sendable {
   /// keeps, 288 B instead of 128.
   @inline(__always)
   static func run(_ job: RunJob<Action>, on supervisor: EffectSupervisor) async {
-    guard let body = job.takeBody(), supervisor.start(job) else { return }
-    let stopwatch = supervisor.observeStart(of: job)
-    await body(Send(job: job))
-    if let stopwatch { supervisor.observeEnd(of: job, stopwatch: stopwatch) }
-    await supervisor.finish(job)
+    if await self.runBody(of: job, on: supervisor) { await supervisor.finish(job) }
   }
 
   /// ``run(_:on:)`` as the whole of a task: the unit's finish and the task's end are one trip to
   /// the supervisor's lock (``EffectSupervisor/finishAndEndTask(_:)``).
   @inline(__always)
   static func runAsTask(_ job: RunJob<Action>, on supervisor: EffectSupervisor) async {
-    guard let body = job.takeBody(), supervisor.start(job) else {
+    if await self.runBody(of: job, on: supervisor) {
+      await supervisor.finishAndEndTask(job)
+    } else {
       await supervisor.taskEnded()
-      return
     }
+  }
+
+  /// Runs the unit's body, observed; `false` when it did not start (already run, or cancelled
+  /// first), so there is nothing to finish.
+  @inline(__always)
+  private static func runBody(of job: RunJob<Action>, on supervisor: EffectSupervisor) async -> Bool
+  {
+    guard let body = job.takeBody(), supervisor.start(job) else { return false }
     let stopwatch = supervisor.observeStart(of: job)
     await body(Send(job: job))
     if let stopwatch { supervisor.observeEnd(of: job, stopwatch: stopwatch) }
-    await supervisor.finishAndEndTask(job)
+    return true
   }
 
   private static func send(

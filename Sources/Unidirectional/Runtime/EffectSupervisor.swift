@@ -37,6 +37,15 @@ import Synchronization
       get { self.occasional.read({ $0.nextSelfWaiter }, unallocated: 0) }
       _modify { yield &self.occasional.value.nextSelfWaiter }
     }
+
+    /// Counts a task's end: the machine's end, and the effects shutting their store down that
+    /// no longer wait for any task but their own.
+    mutating func endJob() -> (Machine.JobEnd, [UnsafeContinuation<Void, Never>]) {
+      let end = self.machine.jobEnded()
+      guard !self.selfWaiters.isEmpty, self.machine.liveJobs <= 1 else { return (end, []) }
+      defer { self.selfWaiters = [:] }
+      return (end, Array(self.selfWaiters.values))
+    }
   }
 
   /// ``Guarded``'s rarely used fields.
@@ -398,12 +407,8 @@ import Synchronization
   )? {
     self.guarded.withLock { guarded in
       guard case .finished(let finished) = guarded.machine.finish(token.id) else { return nil }
-      let end = guarded.machine.jobEnded()
-      guard !guarded.selfWaiters.isEmpty, guarded.machine.liveJobs <= 1 else {
-        return (finished, end, [])
-      }
-      defer { guarded.selfWaiters = [:] }
-      return (finished, end, Array(guarded.selfWaiters.values))
+      let (end, selfWaiters) = guarded.endJob()
+      return (finished, end, selfWaiters)
     }
   }
 
@@ -415,14 +420,7 @@ import Synchronization
   /// The synchronous part of ``taskEnded()``; `true` when it was the last task after shutdown.
   @inline(never)
   private func endTask() -> Bool {
-    let (end, selfWaiters) = self.guarded.withLock { guarded in
-      let end = guarded.machine.jobEnded()
-      guard !guarded.selfWaiters.isEmpty, guarded.machine.liveJobs <= 1 else {
-        return (end, [UnsafeContinuation<Void, Never>]())
-      }
-      defer { guarded.selfWaiters = [:] }
-      return (end, Array(guarded.selfWaiters.values))
-    }
+    let (end, selfWaiters) = self.guarded.withLock { $0.endJob() }
     Self.resume(end.resumptions)
     for waiter in selfWaiters { waiter.resume() }
     return end.ended
