@@ -356,8 +356,8 @@ import Synchronization
   /// Runs `job` with every task-local of the store bound: the supervisor, the store's issue
   /// reporter and the test drainer (when they are not the defaults).
   ///
-  /// NB: each job type starts its own task (``EffectJob/startTask(on:)``) and, in the common case,
-  /// binds only ``current`` there with a closure literal: passing a closure *value* to
+  /// NB: a `.run`'s task (``EffectJob/runAsTask(on:)``), in the common case, binds only
+  /// ``current``, with a closure literal: passing a closure *value* to
   /// `TaskLocal.withValue` costs a reabstraction thunk frame (240 B), and every frame of a
   /// suspended effect costs memory (the task allocator grows in 1 KB slabs).
   func runBindingEverything(_ job: () async -> Void) async {
