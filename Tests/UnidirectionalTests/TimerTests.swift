@@ -389,16 +389,29 @@ private struct Session: Reducer {
     #expect(queue.isEmpty)
   }
 
-  @Test(arguments: [1, 2, 3, 4, 5] as [UInt64])
-  func randomArmsAndRemovesMatchASortedModel(seed: UInt64) {
+  // NB: with deadlines over 4 s, most entries share a deadline with others, so ties between
+  // entries re-armed in place and entries armed since are common.
+  @Test(arguments: [1, 2, 3, 4, 5] as [UInt64], [4, 100] as [UInt64])
+  func randomArmsRearmsAndRemovesMatchASortedModel(seed: UInt64, span: UInt64) {
     var random = SplitMix64(state: seed)
     var queue = TimerQueue()
     var model: [(deadline: Int64, order: Int, entry: Entry)] = []
     var order = 0
     for _ in 0..<2_000 {
-      switch random.next() % 4 {
+      switch random.next() % 6 {
+      case 4:
+        // A re-arm, to a later deadline as often as an earlier one: arming anew, behind every
+        // entry armed before at that deadline.
+        guard !model.isEmpty else { continue }
+        let index = Int(random.next() % UInt64(model.count))
+        let deadline = Int64(random.next() % span)
+        let moved = queue.reschedule(model[index].entry, to: .seconds(deadline))
+        #expect(moved)
+        model[index].deadline = deadline
+        model[index].order = order
+        order += 1
       case 0, 1:
-        let entry = Entry("\(order)", at: Int64(random.next() % 100))
+        let entry = Entry("\(order)", at: Int64(random.next() % span))
         queue.insert(entry)
         model.append((entry.deadline.components.seconds, order, entry))
         order += 1
@@ -409,15 +422,49 @@ private struct Session: Reducer {
         #expect(removed)
         model.remove(at: index)
       default:
-        let now = Int64(random.next() % 100)
+        let now = Int64(random.next() % span)
         var due: [TimerEntry] = []
         queue.popDue(by: .seconds(now), into: &due)
         let expected = model.filter { $0.deadline <= now }
           .sorted { ($0.deadline, $0.order) < ($1.deadline, $1.order) }
         #expect(due.map { ObjectIdentifier($0) } == expected.map { ObjectIdentifier($0.entry) })
         model.removeAll { $0.deadline <= now }
+        // Due entries gone, the queue's next deadline is the earliest entry's own, re-armed
+        // later or not.
+        #expect(queue.nextDeadline == model.map(\.deadline).min().map { .seconds($0) })
       }
       #expect(queue.count == model.count)
     }
+    var rest: [TimerEntry] = []
+    while let entry = queue.popFirst() { rest.append(entry) }
+    let expected = model.sorted { ($0.deadline, $0.order) < ($1.deadline, $1.order) }
+    #expect(rest.map { ObjectIdentifier($0) } == expected.map { ObjectIdentifier($0.entry) })
+  }
+
+  @Test func aLaterReArmLeavesTheHeapUntilItsOldPlaceComesDue() {
+    var queue = TimerQueue()
+    let idle = Entry("idle", at: 10)
+    let other = Entry("other", at: 20)
+    queue.insert(idle)
+    queue.insert(other)
+    queue.reschedule(idle, to: .seconds(30))
+    // The heap has not moved: its next deadline is still the idle timer's old one, and nothing
+    // fires there.
+    #expect(queue.nextDeadline == .seconds(10))
+    var due: [TimerEntry] = []
+    queue.popDue(by: .seconds(10), into: &due)
+    #expect(due.isEmpty)
+    #expect(queue.nextDeadline == .seconds(20))
+    queue.popDue(by: .seconds(29), into: &due)
+    #expect(due.map { ($0 as? Entry)?.name } == ["other"])
+    // Re-armed earlier, it moves at once; removed, it leaves from wherever it is.
+    queue.reschedule(idle, to: .seconds(5))
+    #expect(queue.nextDeadline == .seconds(5))
+    queue.reschedule(idle, to: .seconds(50))
+    let removed = queue.remove(idle)
+    #expect(removed)
+    #expect(idle.heapIndex == -1)
+    #expect(queue.isEmpty)
+    #expect(queue.nextDeadline == nil)
   }
 }

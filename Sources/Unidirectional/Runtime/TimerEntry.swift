@@ -123,13 +123,6 @@ import Synchronization
     self.deadline = deadline
     self.flags.store(UnitFlags.timer, ordering: .relaxed)
   }
-
-  /// Whether `self` fires before `other`: earlier deadline, or equal deadline and armed first.
-  @inline(__always)
-  final func firesBefore(_ other: TimerEntry) -> Bool {
-    self.deadline < other.deadline
-      || (self.deadline == other.deadline && self.sequence < other.sequence)
-  }
 }
 
 /// A timer of one store's effects, and before that the payload of the effect that asks for it
@@ -526,122 +519,183 @@ final class RunTimerOperation<Action: Sendable>: TimerOperation<Action>, @unchec
 /// A binary min-heap of timer entries by (deadline, arming order) that knows each entry's place,
 /// so a cancelled timer leaves at once (O(log n)) instead of lingering until its deadline.
 ///
+/// Each slot holds the key its entry was placed under: the entry's deadline and arming order
+/// then. A re-arm to a later deadline (an idle timer restarted by every request) updates only the
+/// entry's own deadline and arming order and leaves the heap alone: the slot's key is then stale,
+/// and earlier than the entry's. When a stale slot reaches the top, it takes the entry's key and
+/// sinks to its place. Since no key is later than its entry's, a top whose key is its entry's is
+/// the entry due first, so entries still leave in exact (deadline, arming order), and a re-arm
+/// costs no sift however many timers the heap holds.
+///
 /// A plain value: the host guards it with its lock. `TimerQueueTests` drive it directly.
 struct TimerQueue {
-  private(set) var entries: [TimerEntry] = []
+  /// An entry and the key it is placed under: its deadline and arming order then.
+  ///
+  /// NB: the key sits in the heap's buffer, so a sift compares neighbours without loading each
+  /// entry (a session's timer lives in a heap of every session's timers). In the entry, the
+  /// arming order would have taken the one-shot timer's record to its next size (128 to 144 B).
+  private struct Slot {
+    var deadline: Duration
+    var sequence: UInt64
+    let entry: TimerEntry
+
+    /// The slot of `entry` keyed by its own deadline and arming order.
+    init(placing entry: TimerEntry) {
+      self.deadline = entry.deadline
+      self.sequence = entry.sequence
+      self.entry = entry
+    }
+
+    @inline(__always)
+    func isBefore(_ other: Slot) -> Bool {
+      self.deadline < other.deadline
+        || (self.deadline == other.deadline && self.sequence < other.sequence)
+    }
+
+    /// Whether the entry was re-armed later since it was placed here.
+    @inline(__always)
+    var isStale: Bool {
+      self.deadline != self.entry.deadline || self.sequence != self.entry.sequence
+    }
+  }
+
+  private var slots: [Slot] = []
   private var nextSequence: UInt64 = 0
 
-  var count: Int { self.entries.count }
-  var isEmpty: Bool { self.entries.isEmpty }
-  var first: TimerEntry? { self.entries.first }
+  var count: Int { self.slots.count }
+  var isEmpty: Bool { self.slots.isEmpty }
+
+  /// When the host must look at the queue next: the top's key, which is never later than the
+  /// earliest entry's deadline (it is that deadline once ``popDue(by:into:)`` has run).
+  var nextDeadline: Duration? { self.slots.first?.deadline }
 
   /// Queues `entry` behind every entry with the same deadline queued before it.
   mutating func insert(_ entry: TimerEntry) {
     precondition(entry.heapIndex < 0, "A timer was armed twice.")
     entry.sequence = self.nextSequence
     self.nextSequence &+= 1
-    entry.heapIndex = self.entries.count
-    self.entries.append(entry)
+    entry.heapIndex = self.slots.count
+    self.slots.append(Slot(placing: entry))
     self.siftUp(entry.heapIndex)
   }
 
   /// Moves a queued `entry` to `deadline`, behind every entry with that deadline queued before
   /// (a new arming order); `false` if it is not queued here.
+  ///
+  /// A later deadline leaves the heap as it is (the slot's key goes stale); an earlier one
+  /// moves the slot up at once.
   @discardableResult
   mutating func reschedule(_ entry: TimerEntry, to deadline: Duration) -> Bool {
     guard self.contains(entry) else { return false }
     entry.deadline = deadline
     entry.sequence = self.nextSequence
     self.nextSequence &+= 1
-    self.siftDown(entry.heapIndex)
-    self.siftUp(entry.heapIndex)
+    let index = entry.heapIndex
+    if deadline < self.slots[index].deadline {
+      self.slots[index] = Slot(placing: entry)
+      self.siftUp(index)
+    }
     return true
   }
 
   /// Whether `entry` is queued here.
   func contains(_ entry: TimerEntry) -> Bool {
     let index = entry.heapIndex
-    return index >= 0 && index < self.entries.count && self.entries[index] === entry
+    return index >= 0 && index < self.slots.count && self.slots[index].entry === entry
   }
 
   /// Removes `entry`; `false` if it was not queued here.
   @discardableResult
   mutating func remove(_ entry: TimerEntry) -> Bool {
     guard self.contains(entry) else { return false }
-    self.removeEntry(at: entry.heapIndex)
+    self.removeSlot(at: entry.heapIndex)
     return true
   }
 
-  /// Removes every entry due by `now` into `due`, earliest first.
+  /// Removes every entry due by `now` into `due`, earliest first, and leaves the top keyed by its
+  /// entry's own deadline.
   mutating func popDue(by now: Duration, into due: inout [TimerEntry]) {
-    while let first = self.entries.first, first.deadline <= now {
-      self.removeEntry(at: 0)
-      due.append(first)
+    while let top = self.settledTop(), top.deadline <= now {
+      self.removeSlot(at: 0)
+      due.append(top.entry)
     }
   }
 
   /// Removes and returns the earliest entry.
   mutating func popFirst() -> TimerEntry? {
-    guard let first = self.entries.first else { return nil }
-    self.removeEntry(at: 0)
-    return first
+    guard let top = self.settledTop() else { return nil }
+    self.removeSlot(at: 0)
+    return top.entry
   }
 
-  private mutating func removeEntry(at index: Int) {
-    let last = self.entries.count - 1
-    let removed = self.entries[index]
-    if index != last {
-      self.entries.swapAt(index, last)
-      self.entries[index].heapIndex = index
+  /// The top slot once every stale slot that reached it has taken its entry's key and sunk.
+  ///
+  /// NB: each sink settles one stale key, and a key goes stale only by a re-arm, so the sinks
+  /// are paid for by the re-arms that skipped the heap.
+  private mutating func settledTop() -> Slot? {
+    while let top = self.slots.first {
+      guard top.isStale else { return top }
+      self.slots[0] = Slot(placing: top.entry)
+      self.siftDown(0)
     }
-    self.entries.removeLast()
+    return nil
+  }
+
+  private mutating func removeSlot(at index: Int) {
+    let last = self.slots.count - 1
+    let removed = self.slots[index].entry
+    if index != last {
+      self.slots.swapAt(index, last)
+      self.slots[index].entry.heapIndex = index
+    }
+    self.slots.removeLast()
     removed.heapIndex = -1
-    if index < self.entries.count {
+    if index < self.slots.count {
       self.siftDown(index)
       self.siftUp(index)
     }
   }
 
-  // NB: the sifts move references through the array's buffer instead of swapping elements:
-  // swapping retained and released each entry it moved (a session's re-arm sifts through a
-  // heap of a thousand), under the host's lock. The entry sifted is taken out once and put back
-  // once, and each entry it passes moves one slot, its index updated.
+  // NB: the sifts move slots through the array's buffer instead of swapping elements: swapping
+  // retained and released each entry it moved, under the host's lock. The slot sifted is taken
+  // out once and put back once, and each slot it passes moves one place, its entry's index
+  // updated.
 
   private mutating func siftUp(_ start: Int) {
-    self.entries.withUnsafeMutableBufferPointer { heap in
+    self.slots.withUnsafeMutableBufferPointer { heap in
       guard let base = heap.baseAddress, start > 0 else { return }
-      let entry = (base + start).move()
+      let slot = (base + start).move()
       var hole = start
       while hole > 0 {
         let parent = (hole - 1) / 2
-        guard entry.firesBefore(base[parent]) else { break }
+        guard slot.isBefore(base[parent]) else { break }
         (base + hole).moveInitialize(from: base + parent, count: 1)
-        base[hole].heapIndex = hole
+        base[hole].entry.heapIndex = hole
         hole = parent
       }
-      entry.heapIndex = hole
-      (base + hole).initialize(to: entry)
+      slot.entry.heapIndex = hole
+      (base + hole).initialize(to: slot)
     }
   }
 
   private mutating func siftDown(_ start: Int) {
-    self.entries.withUnsafeMutableBufferPointer { heap in
+    self.slots.withUnsafeMutableBufferPointer { heap in
       let count = heap.count
       guard let base = heap.baseAddress, 2 * start + 1 < count else { return }
-      let entry = (base + start).move()
+      let slot = (base + start).move()
       var hole = start
       while true {
         let left = 2 * hole + 1
         guard left < count else { break }
         let right = left + 1
-        let child = right < count && base[right].firesBefore(base[left]) ? right : left
-        guard base[child].firesBefore(entry) else { break }
+        let child = right < count && base[right].isBefore(base[left]) ? right : left
+        guard base[child].isBefore(slot) else { break }
         (base + hole).moveInitialize(from: base + child, count: 1)
-        base[hole].heapIndex = hole
+        base[hole].entry.heapIndex = hole
         hole = child
       }
-      entry.heapIndex = hole
-      (base + hole).initialize(to: entry)
+      slot.entry.heapIndex = hole
+      (base + hole).initialize(to: slot)
     }
   }
 }

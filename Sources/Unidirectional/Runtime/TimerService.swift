@@ -13,7 +13,9 @@ import Musl
 /// old one, when it wakes, sees it is no longer the current one and ends without firing (a
 /// cancelled `Task.sleep` would keep its registration until its deadline anyway, so cancelling it
 /// saves nothing). Re-arming a later deadline (an idle timer restarted by every request) touches
-/// only the heap.
+/// only the entry: the heap catches up when the entry's old place reaches its top
+/// (``TimerQueue``), and a driver sleeping until that old deadline wakes, fires nothing and
+/// sleeps again.
 ///
 /// There is one service per clock type the runtime knows (``timerHost(for:)``):
 /// `ContinuousClock` and `SuspendingClock`, whose instances all tell the same time. A
@@ -137,12 +139,12 @@ final class TimerService<C: Clock<Duration>>: TimerHost {
           state.driver = .firing
           return .fire
         }
-        guard let first = state.queue.first else {
+        guard let next = state.queue.nextDeadline else {
           state.driver = .none
           return .end
         }
-        state.driver = .sleeping(until: first.deadline)
-        return .sleep(until: first.deadline)
+        state.driver = .sleeping(until: next)
+        return .sleep(until: next)
       }
       switch step {
       case .end:
