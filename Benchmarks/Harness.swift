@@ -170,7 +170,8 @@ func printFigure(
   if missed { recordMiss(name) }
 }
 
-/// Bytes currently allocated by malloc (glibc's `mallinfo2`), for per-object memory figures.
+/// Bytes currently allocated by malloc (glibc's `mallinfo2`: its heap and the blocks it maps on
+/// their own, such as a large array), for per-object memory figures.
 func allocatedBytes() -> Int {
   Int(cmallocstats_allocated_bytes())
 }

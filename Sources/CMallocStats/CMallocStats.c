@@ -6,7 +6,8 @@
 
 size_t cmallocstats_allocated_bytes(void) {
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
-  return mallinfo2().uordblks;
+  struct mallinfo2 info = mallinfo2();
+  return info.uordblks + info.hblkhd;
 #else
   return 0;
 #endif
