@@ -27,37 +27,6 @@ import Synchronization
   func abandon(on supervisor: EffectSupervisor)
 }
 
-/// The unit half of a ``RunJob``: its state flags and its lifetime, in a class that is not
-/// generic.
-///
-/// NB: a generic class's conformance to ``EffectUnit`` is instantiated for its `Action`, so
-/// passing a job where a unit is expected (every start, finish and abandon) looked up the job
-/// type's metadata at run time, in code that is not specialized (an effect's task body): ~2% of
-/// a session request's profile. A class that is not generic conforms once, in a table the
-/// compiler emits.
-// Safety: `flags` is atomic and `owner` immutable (and `Sendable`); not final only for `RunJob`.
-@usableFromInline class JobUnit: EffectUnit, @unchecked Sendable {
-  private final let flags = Atomic<UInt8>(0)
-  private final let owner: (any EffectUnit)?
-
-  /// A unit of `lifetime`, or the first unit of a new one.
-  @usableFromInline init(lifetime: (any EffectUnit)?) {
-    self.owner = lifetime
-  }
-
-  @usableFromInline final var lifetime: any EffectUnit {
-    self.owner ?? self
-  }
-
-  @usableFromInline final func loadFlags() -> UInt8 {
-    self.flags.load(ordering: .acquiring)
-  }
-
-  @usableFromInline final func insertFlags(_ flags: UInt8) {
-    self.flags.bitwiseOr(flags, ordering: .acquiringAndReleasing)
-  }
-}
-
 /// One `.run` effect: its body, and its unit (one allocation for both).
 ///
 /// A job of its own in the common case; a step of a ``PlanJob`` otherwise. Its ``Send`` holds it,
@@ -73,7 +42,7 @@ import Synchronization
 // Safety: every stored field is immutable, atomic or `Sendable`, but `body`, which has its own
 // Safety note; the one subclass adds an immutable `Action` (`Sendable`). Not final only for that
 // subclass, so the checker asks for this.
-@usableFromInline class RunJob<Action: Sendable>: JobUnit, EffectJob, @unchecked Sendable {
+@usableFromInline class RunJob<Action: Sendable>: UnitBase, EffectJob, @unchecked Sendable {
   /// The priority's raw value (see ``RunOperation``).
   @usableFromInline final let rawPriority: UInt8?
   // Safety: read and cleared once, by `takeBody()`, in the one task that runs or abandons the
@@ -167,7 +136,7 @@ import Synchronization
 
   @usableFromInline final func abandon(on supervisor: EffectSupervisor) {
     _ = self.takeBody()
-    supervisor.abandon(self as JobUnit)
+    supervisor.abandon(self as UnitBase)
   }
 }
 
@@ -300,7 +269,7 @@ enum EffectPlan<Action: Sendable>: Sendable {
   /// keeps, 288 B instead of 128.
   @inline(__always)
   static func run(_ job: RunJob<Action>, on supervisor: EffectSupervisor) async {
-    if await self.runBody(of: job, on: supervisor) { await supervisor.finish(job as JobUnit) }
+    if await self.runBody(of: job, on: supervisor) { await supervisor.finish(job as UnitBase) }
   }
 
   /// ``run(_:on:)`` as the whole of a task: the unit's finish and the task's end are one trip to
@@ -308,7 +277,7 @@ enum EffectPlan<Action: Sendable>: Sendable {
   @inline(__always)
   static func runAsTask(_ job: RunJob<Action>, on supervisor: EffectSupervisor) async {
     if await self.runBody(of: job, on: supervisor) {
-      await supervisor.finishAndEndTask(job as JobUnit)
+      await supervisor.finishAndEndTask(job as UnitBase)
     } else {
       await supervisor.taskEnded()
     }
@@ -321,8 +290,8 @@ enum EffectPlan<Action: Sendable>: Sendable {
   {
     // NB: the unit as its class that is not generic: the optimizer turns these calls' `any
     // EffectUnit` into a generic parameter, and `RunJob<Action>`'s metadata is a lookup at run
-    // time where this code is not specialized (``JobUnit``).
-    let unit: JobUnit = job
+    // time where this code is not specialized (``UnitBase``).
+    let unit: UnitBase = job
     guard let body = job.takeBody(), supervisor.start(unit) else { return false }
     let stopwatch = supervisor.observeStart(of: unit)
     await body(Send(job: job))

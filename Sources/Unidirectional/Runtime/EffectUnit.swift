@@ -68,29 +68,42 @@ extension EffectUnit {
   @usableFromInline static let cancelledOnShutdown: UInt8 = 16
 }
 
-/// A unit that is not a job of its own: a step of a plan, a cancellable `.send`, or a
-/// `withTaskCancellation(id:)` block.
-@usableFromInline final class EffectToken: EffectUnit {
-  private let flags = Atomic<UInt8>(0)
-  private let owner: (any EffectUnit)?
+/// A unit's flags and lifetime, in a class that is not generic: an ``EffectToken`` is one, and a
+/// `.run`'s ``RunJob`` extends it.
+///
+/// NB: a generic class's conformance to ``EffectUnit`` is instantiated for its `Action`, so
+/// passing a `RunJob` where a unit is expected (every start, finish and abandon) looked up the
+/// job type's metadata at run time, in code that is not specialized (an effect's task body): ~2%
+/// of a session request's profile. A class that is not generic conforms once, in a table the
+/// compiler emits.
+// Safety: `flags` is atomic and `owner` immutable (and `Sendable`); not final only for its
+// subclasses, which the checker then asks for.
+@usableFromInline class UnitBase: EffectUnit, @unchecked Sendable {
+  private final let flags = Atomic<UInt8>(0)
+  private final let owner: (any EffectUnit)?
 
   /// A unit of `lifetime`, or the first unit of a new one.
   @usableFromInline init(lifetime: (any EffectUnit)?) {
     self.owner = lifetime
   }
 
-  @usableFromInline var lifetime: any EffectUnit {
+  @usableFromInline final var lifetime: any EffectUnit {
     self.owner ?? self
   }
 
-  @usableFromInline func loadFlags() -> UInt8 {
+  @usableFromInline final func loadFlags() -> UInt8 {
     self.flags.load(ordering: .acquiring)
   }
 
-  @usableFromInline func insertFlags(_ flags: UInt8) {
+  @usableFromInline final func insertFlags(_ flags: UInt8) {
     self.flags.bitwiseOr(flags, ordering: .acquiringAndReleasing)
   }
 }
+
+/// A unit that is not a job of its own: a step of a plan, a cancellable `.send`, or a
+/// `withTaskCancellation(id:)` block.
+// Safety: no fields of its own; as for `UnitBase`.
+@usableFromInline final class EffectToken: UnitBase, @unchecked Sendable {}
 
 /// The identity of one unit of effect work: its address.
 ///
