@@ -17,8 +17,15 @@ extension Clock where Duration == Swift.Duration {
   ///
   /// - Parameter interval: The time between ticks.
   /// - Returns: An endless sequence of ticks.
+  ///
+  /// On `ContinuousClock` and `SuspendingClock` the timer waits between ticks as a record in the
+  /// clock's timer queue, which `.send(after:)` timers share, not as a `Task.sleep`; on other
+  /// clocks it sleeps on the clock.
   public func timer(interval: Duration) -> ClockTimer {
-    ClockTimer { TimerDriver(clock: self, interval: interval) }
+    if let host = queuingHost(of: Self.self) {
+      return ClockTimer { QueuedTimerDriver(host: host, interval: interval) }
+    }
+    return ClockTimer { TimerDriver(clock: self, interval: interval) }
   }
 }
 
@@ -84,6 +91,50 @@ private final class TimerDriver<C: Clock>: AnyTimerDriver where C.Duration == Du
     do {
       try await self.clock.sleep(until: start.advanced(by: elapsed), tolerance: nil)
     } catch {
+      return nil
+    }
+    return elapsed
+  }
+}
+
+/// A timer on a clock whose timers the runtime queues: it waits for each tick as one record in
+/// the clock's queue (``QueuedWait``), reused from tick to tick.
+final class QueuedTimerDriver: AnyTimerDriver {
+  private let host: any TimerHost
+  private let interval: Duration
+  private var start: Duration?
+  private var ticks = 0
+  private var wait: QueuedWait?
+
+  init(host: any TimerHost, interval: Duration) {
+    self.host = host
+    self.interval = interval
+  }
+
+  override func next() async -> Duration? {
+    guard !Task.isCancelled else { return nil }
+    let start: Duration
+    if let existing = self.start {
+      start = existing
+    } else {
+      start = self.host.nowOffset
+      self.start = start
+    }
+    self.ticks += 1
+    let elapsed = self.interval * self.ticks
+    let deadline = start + elapsed
+    // NB: a tick already due (the loop's body took longer than the interval, or the interval is
+    // zero) is delivered after a yield, as `sleep(until:)` of a past instant suspends and
+    // returns: queueing it would start the queue's driver for nothing, and not suspending at all
+    // would let a loop whose body never suspends keep its thread.
+    if deadline <= self.host.nowOffset {
+      await Task.yield()
+      return Task.isCancelled ? nil : elapsed
+    }
+    let wait = self.wait ?? QueuedWait(host: self.host)
+    self.wait = wait
+    guard await wait.wait(until: deadline) else {
+      self.wait = nil
       return nil
     }
     return elapsed
