@@ -546,16 +546,20 @@ struct TimerQueue {
       self.entry = entry
     }
 
+    // NB: deadlines compare as their attoseconds: `Duration`'s own operators are calls into the
+    // standard library, around which each sift step retained and released the entries it
+    // compared (a cache miss on each, in a heap of every session's timers).
     @inline(__always)
     func isBefore(_ other: Slot) -> Bool {
-      self.deadline < other.deadline
-        || (self.deadline == other.deadline && self.sequence < other.sequence)
+      let (mine, theirs) = (self.deadline.attoseconds, other.deadline.attoseconds)
+      return mine < theirs || (mine == theirs && self.sequence < other.sequence)
     }
 
     /// Whether the entry was re-armed later since it was placed here.
     @inline(__always)
     var isStale: Bool {
-      self.deadline != self.entry.deadline || self.sequence != self.entry.sequence
+      self.deadline.attoseconds != self.entry.deadline.attoseconds
+        || self.sequence != self.entry.sequence
     }
   }
 
@@ -591,7 +595,7 @@ struct TimerQueue {
     entry.sequence = self.nextSequence
     self.nextSequence &+= 1
     let index = entry.heapIndex
-    if deadline < self.slots[index].deadline {
+    if deadline.attoseconds < self.slots[index].deadline.attoseconds {
       self.slots[index] = Slot(placing: entry)
       self.siftUp(index)
     }
@@ -615,7 +619,7 @@ struct TimerQueue {
   /// Removes every entry due by `now` into `due`, earliest first, and leaves the top keyed by its
   /// entry's own deadline.
   mutating func popDue(by now: Duration, into due: inout [TimerEntry]) {
-    while let top = self.settledTop(), top.deadline <= now {
+    while let top = self.settledTop(), top.deadline.attoseconds <= now.attoseconds {
       self.removeSlot(at: 0)
       due.append(top.entry)
     }
