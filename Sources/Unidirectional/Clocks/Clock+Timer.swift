@@ -124,13 +124,8 @@ final class QueuedTimerDriver: AnyTimerDriver {
     let elapsed = self.interval * self.ticks
     let deadline = start + elapsed
     // NB: a tick already due (the loop's body took longer than the interval, or the interval is
-    // zero) is delivered after a yield, as `sleep(until:)` of a past instant suspends and
-    // returns: queueing it would start the queue's driver for nothing, and not suspending at all
-    // would let a loop whose body never suspends keep its thread.
-    if deadline <= self.host.nowOffset {
-      await Task.yield()
-      return Task.isCancelled ? nil : elapsed
-    }
+    // zero) waits in the queue too, which fires it at once: as `sleep(until:)` of a past instant,
+    // it suspends, so a loop whose body never suspends still lets its thread go.
     let wait = self.wait ?? QueuedWait(host: self.host)
     self.wait = wait
     guard await wait.wait(until: deadline) else {

@@ -12,12 +12,14 @@ import Synchronization
 ///
 /// One record serves every tick of its loop: it is queued again once it fired, never once
 /// cancelled.
-// Safety: `state` is atomic. `continuation` is written by the waiting task before it publishes
-// `waiting` (a releasing exchange), and read and cleared only by the one thread whose acquiring
-// exchange then moves `waiting` to `done` (the queue's driver firing, or a canceller); the next
-// wait writes it after that resumption, which orders it. The entry's own fields follow
-// `TimerEntry`'s rules: `deadline` is written here only while the record is not queued, before
-// the arming that takes the host's lock.
+///
+/// NB: `continuation` is written by the waiting task before it publishes `waiting` (a releasing
+/// exchange), and read and cleared only by the one thread whose acquiring exchange then moves
+/// `waiting` to `done` (the queue's driver firing, or a canceller); the next wait writes it after
+/// that resumption, which orders it. `deadline` is written here only while the record is not
+/// queued, before the arming that takes the host's lock.
+// Safety: `state` is atomic and `continuation` passes between threads as the note above says;
+// the entry's own fields follow `TimerEntry`'s rules.
 final class QueuedWait: TimerEntry, @unchecked Sendable {
   private static let idle: UInt8 = 0
   private static let waiting: UInt8 = 1
