@@ -15,14 +15,15 @@ extension Clock where Duration == Swift.Duration {
   /// .cancellable(id: CancelID.timer, cancelInFlight: true)
   /// ```
   ///
-  /// - Parameter interval: The time between ticks.
-  /// - Returns: An endless sequence of ticks.
-  ///
   /// On `ContinuousClock` and `SuspendingClock` the timer waits between ticks as a record in the
   /// clock's timer queue, which `.send(after:)` timers share, not as a `Task.sleep`; on other
-  /// clocks it sleeps on the clock.
+  /// clocks (a ``TestClock`` included, whose sleepers keep their order with its timers) it sleeps
+  /// on the clock.
+  ///
+  /// - Parameter interval: The time between ticks.
+  /// - Returns: An endless sequence of ticks.
   public func timer(interval: Duration) -> ClockTimer {
-    if let host = queuingHost(of: Self.self) {
+    if let host = timerHost(for: self), !(host is TestClock) {
       return ClockTimer { QueuedTimerDriver(host: host, interval: interval) }
     }
     return ClockTimer { TimerDriver(clock: self, interval: interval) }

@@ -3,8 +3,8 @@ import Synchronization
 /// One task's wait in a clock's timer queue: a record the queue holds until its deadline, when
 /// the queue's driver resumes the waiting task.
 ///
-/// `clock.timer(interval:)` waits this way on the clocks the runtime queues timers for
-/// (``queuingHost(of:)``): a timer loop asleep between ticks is then a record in the queue its
+/// `clock.timer(interval:)` waits this way on the clocks the runtime keeps a timer service for
+/// (``timerHost(for:)``, but a ``TestClock``): a timer loop asleep between ticks is then a record in the queue its
 /// store's `.send(after:)` timers share, not a `Task.sleep`, which makes a task of its own per
 /// wait and leaves a timer in the global executor until its deadline even once cancelled (at
 /// 100,000 ticking stores, the executor's timer heap was a sixth of a shutdown's profile). A
@@ -108,13 +108,4 @@ final class QueuedWait: TimerEntry, @unchecked Sendable {
     self.continuation = nil
     continuation.resume(returning: fired)
   }
-}
-
-/// The host that queues timers of clock type `C`, when the runtime keeps a timer queue for every
-/// clock of that type (`ContinuousClock`, `SuspendingClock`); `nil` for any other, a
-/// ``TestClock`` included (its sleepers keep their own order with its timers).
-func queuingHost<C: Clock>(of clock: C.Type) -> (any TimerHost)? {
-  if clock == ContinuousClock.self { return continuousTimers }
-  if clock == SuspendingClock.self { return suspendingTimers }
-  return nil
 }
