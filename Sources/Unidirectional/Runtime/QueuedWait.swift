@@ -4,11 +4,11 @@ import Synchronization
 /// the queue's driver resumes the waiting task.
 ///
 /// `clock.timer(interval:)` waits this way on the clocks the runtime keeps a timer service for
-/// (``timerHost(for:)``, but a ``TestClock``): a timer loop asleep between ticks is then a record in the queue its
-/// store's `.send(after:)` timers share, not a `Task.sleep`, which makes a task of its own per
-/// wait and leaves a timer in the global executor until its deadline even once cancelled (at
-/// 100,000 ticking stores, the executor's timer heap was a sixth of a shutdown's profile). A
-/// cancelled wait leaves the queue at once.
+/// (``timerHost(for:)``, but a ``TestClock``): a timer loop asleep between ticks is then a
+/// record in the queue its store's `.send(after:)` timers share, not a `Task.sleep`, which makes
+/// a task of its own per wait and leaves a timer in the global executor until its deadline even
+/// once cancelled (at 100,000 ticking stores, the executor's timer heap was a sixth of a
+/// shutdown's profile). A cancelled wait leaves the queue at once.
 ///
 /// One record serves every tick of its loop: it is queued again once it fired, never once
 /// cancelled.
