@@ -1,3 +1,5 @@
+import Dispatch
+import Synchronization
 import Testing
 import Unidirectional
 import UnidirectionalTesting
@@ -98,6 +100,25 @@ import UnidirectionalTesting
     #expect(await kept.isShutDown == false)
   }
 
+  @Test func aGroupShutDownFromAnActorHopsBackToItOnceNotForEveryStore() async {
+    let group = StoreGroup()
+    var stores: [Store<State, Action>] = []
+    for _ in 0..<50 {
+      let store = Store(initialState: State()) { Self.feature }
+      group.insert(store)
+      await store.send(.start)
+      stores.append(store)
+    }
+    let caller = CountingActor()
+    let closed = await caller.shutDown(group)
+    #expect(closed == 50)
+    for store in stores { #expect(await store.isShutDown) }
+    // NB: the call into the actor, and the return to it from the shutdown. Run on the caller's
+    // actor, each store's phases hopped back to it: two jobs a store (101 here), each a thread wake
+    // on the main actor of a command-line tool (9 s for 100,000 ticking stores, 1.8 s now).
+    #expect(caller.executor.enqueued.load(ordering: .relaxed) <= 4)
+  }
+
   @Test func trySendIsQuietAfterShutdownWhereSendReports() async {
     let store = Store(initialState: State()) { Self.feature }
     #expect(await store.trySend(.quick) != nil)
@@ -111,6 +132,31 @@ import UnidirectionalTesting
       await store.send(.quick)
     }
     #expect(issues.count == 1)
+  }
+}
+
+/// An executor that counts the jobs enqueued on it.
+final class CountingExecutor: SerialExecutor {
+  let enqueued = Atomic(0)
+  private let queue = DispatchQueue(label: "CountingExecutor")
+
+  func enqueue(_ job: consuming ExecutorJob) {
+    self.enqueued.add(1, ordering: .relaxed)
+    let job = UnownedJob(job)
+    self.queue.async { job.runSynchronously(on: self.asUnownedSerialExecutor()) }
+  }
+}
+
+/// An actor on a ``CountingExecutor``: how many times work came back to it.
+actor CountingActor {
+  let executor = CountingExecutor()
+
+  nonisolated var unownedExecutor: UnownedSerialExecutor {
+    self.executor.asUnownedSerialExecutor()
+  }
+
+  func shutDown(_ group: StoreGroup) async -> Int {
+    await group.shutdown(gracePeriod: .zero)
   }
 }
 

@@ -74,12 +74,16 @@ public final class StoreGroup: Sendable {
   /// (at least a second) to end, and report the ones that ignore it. One clock measures each wait
   /// for the whole group, so shutting down 100,000 stores costs a few hops per store, not a task.
   ///
+  /// It runs off the caller's actor (`@concurrent`): called on the main actor, as a command-line
+  /// tool's signal handling often is, the hops would otherwise each come back to that actor, a
+  /// thread wake-up each (9 s instead of 1.8 s for 100,000 stores with ticking timers).
+  ///
   /// - Parameters:
   ///   - gracePeriod: How long running effects may take to finish before they are cancelled.
   ///   - clock: The clock the grace period is measured on; the `continuousClock` dependency of
   ///     the group's first store when `nil` (a server's stores share their dependencies).
   /// - Returns: How many stores were shut down.
-  @discardableResult
+  @discardableResult @concurrent
   public func shutdown(gracePeriod: Duration, clock: (any Clock<Duration>)? = nil) async -> Int {
     let stores = self.members.withLock { members -> [any GroupedStore] in
       members.isShuttingDown = true
