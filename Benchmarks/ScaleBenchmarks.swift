@@ -123,6 +123,18 @@ private func waitUntil(_ condition: () -> Bool) async {
   while !condition() { try? await Task.sleep(for: .milliseconds(5)) }
 }
 
+/// The CPU time the process has taken, user and system, in seconds (every thread's).
+private func processCPUSeconds() -> Double {
+  var usage = rusage()
+  #if canImport(Glibc)
+  getrusage(RUSAGE_SELF.rawValue, &usage)
+  #else
+  getrusage(RUSAGE_SELF, &usage)
+  #endif
+  func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
 private func elapsedSeconds(since start: ContinuousClock.Instant) -> Double {
   let elapsed = start.duration(to: .now)
   return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
@@ -151,7 +163,10 @@ private func timerFigures(count: Int, ticks: Int) async {
   // Every timer has ticked once: each effect is asleep in its timer.
   await waitUntil { log.count >= count }
   let storeBytes = Double(allocatedBytes() - before) / Double(count)
+  var cpu = (seconds: processCPUSeconds(), ticks: log.count)
   await waitUntil { log.count >= count * ticks }
+  let storeTickMicroseconds =
+    (processCPUSeconds() - cpu.seconds) * 1e6 / Double(log.count - cpu.ticks)
   let storeLateness = log.sorted()
   log.removeAll()
 
@@ -189,7 +204,10 @@ private func timerFigures(count: Int, ticks: Int) async {
   }
   await waitUntil { log.count >= count }
   let bareBytes = Double(allocatedBytes() - before) / Double(count)
+  cpu = (processCPUSeconds(), log.count)
   await waitUntil { log.count >= count * ticks }
+  let bareTickMicroseconds =
+    (processCPUSeconds() - cpu.seconds) * 1e6 / Double(log.count - cpu.ticks)
   started = .now
   for task in bareTasks { task.cancel() }
   for task in bareTasks { await task.value }
@@ -221,6 +239,12 @@ private func timerFigures(count: Int, ticks: Int) async {
     Harness.pad("\(Harness.format(storeBytes, digits: 0)) B", 22),
     "bare task + actor: \(Harness.format(bareBytes, digits: 0)) B"
       + (atTarget ? "   target ≤ 4 KB" : "") + (bytesMissed ? "  MISS" : "")
+  )
+  print(
+    Harness.pad("\(label) stores, 1 s timer: CPU per tick", 54),
+    Harness.pad("\(Harness.format(storeTickMicroseconds, digits: 1)) µs", 22),
+    "bare task + actor: \(Harness.format(bareTickMicroseconds, digits: 1)) µs, ratio "
+      + Harness.format(storeTickMicroseconds / bareTickMicroseconds, digits: 2) + "x"
   )
   print(
     Harness.pad("\(label) stores: create + send each", 54),

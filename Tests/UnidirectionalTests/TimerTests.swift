@@ -329,6 +329,26 @@ private struct Session: Reducer {
     await store.shutdown()
   }
 
+  @Test func aDriverWakesAtTheFirstMillisecondAtOrAfterADeadline() {
+    typealias Service = TimerService<ContinuousClock>
+    let cases: [(deadline: Duration, wake: Duration)] = [
+      (.zero, .zero),
+      (.nanoseconds(1), .milliseconds(1)),
+      (Duration(attoseconds: 1), .milliseconds(1)),
+      (.milliseconds(1), .milliseconds(1)),
+      (.milliseconds(1) + Duration(attoseconds: 1), .milliseconds(2)),
+      (.microseconds(2_999), .milliseconds(3)),
+      (.seconds(300) + .microseconds(1), .seconds(300) + .milliseconds(1)),
+      // Before the service's first reading (a timer armed from an instant read earlier).
+      (.microseconds(-500), .zero),
+      (.microseconds(-1_500), .milliseconds(-1)),
+      (.milliseconds(-2), .milliseconds(-2)),
+    ]
+    for (deadline, wake) in cases {
+      #expect(Service.wakeTime(for: deadline) == wake, "\(deadline)")
+    }
+  }
+
   @Test func aServicesTimeIsItsClocksTime() {
     let service = TimerService(clock: ContinuousClock())
     for _ in 0..<200 {

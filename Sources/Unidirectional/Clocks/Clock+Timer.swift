@@ -16,7 +16,8 @@ extension Clock where Duration == Swift.Duration {
   /// ```
   ///
   /// On `ContinuousClock` and `SuspendingClock` the timer waits between ticks as a record in the
-  /// clock's timer queue, which `.send(after:)` timers share, not as a `Task.sleep`; on other
+  /// clock's timer queue, which `.send(after:)` timers share, not as a `Task.sleep`, and a tick
+  /// comes up to 1 ms after its due time (the queue wakes on millisecond boundaries); on other
   /// clocks (a ``TestClock`` included, whose sleepers keep their order with its timers) it sleeps
   /// on the clock.
   ///

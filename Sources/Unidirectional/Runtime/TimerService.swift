@@ -1,5 +1,10 @@
 #if canImport(Glibc)
 import Glibc
+#if canImport(SwiftOverlayShims)
+// NB: `timespec`'s fields are declared there; with member import visibility, a whole-module build
+// that also sees `Duration(attoseconds:)` asks for this import explicitly.
+import SwiftOverlayShims
+#endif
 #elseif canImport(Musl)
 import Musl
 #endif
@@ -7,9 +12,10 @@ import Musl
 /// The timers of every store on one clock: a queue of records serviced by one driving task.
 ///
 /// Arming a timer inserts a record (its ``TimerEntry``) into a heap; cancelling removes it. One
-/// task sleeps until the earliest deadline, fires what is due (a hop to each timer's store) and
-/// sleeps again; it ends when the queue is empty, and the next arming starts another. A timer
-/// armed *earlier* than the driver's current deadline starts a new driver for that deadline: the
+/// task sleeps until the earliest deadline, rounded up to the next millisecond so that one wake-up
+/// serves every timer due within it (``wakeTime(for:)``), fires what is due (a hop to each timer's
+/// store) and sleeps again; it ends when the queue is empty, and the next arming starts another. A
+/// timer armed *earlier* than the driver's current wake starts a new driver for that deadline: the
 /// old one, when it wakes, sees it is no longer the current one and ends without firing (a
 /// cancelled `Task.sleep` would keep its registration until its deadline anyway, so cancelling it
 /// saves nothing). Re-arming a later deadline (an idle timer restarted by every request) touches
@@ -101,16 +107,19 @@ final class TimerService<C: Clock<Duration>>: TimerHost {
   }
 
   /// A new driver's generation when an entry now due at `deadline` must wake one: none drives the
-  /// queue, or the one there sleeps past it.
+  /// queue, or the one there sleeps past the wake boundary of `deadline` (``wakeTime(for:)``).
   private static func wake(_ state: inout State, for deadline: Duration) -> UInt64? {
     switch state.driver {
     case .firing:
       return nil
     case .sleeping(let until) where until <= deadline:
+      // NB: checked first: an idle timer re-armed on every request lands here, with no rounding.
+      return nil
+    case .sleeping(let until) where until <= Self.wakeTime(for: deadline):
       return nil
     case .none, .sleeping:
       state.generation &+= 1
-      state.driver = .sleeping(until: deadline)
+      state.driver = .sleeping(until: Self.wakeTime(for: deadline))
       return state.generation
     }
   }
@@ -143,8 +152,9 @@ final class TimerService<C: Clock<Duration>>: TimerHost {
           state.driver = .none
           return .end
         }
-        state.driver = .sleeping(until: next)
-        return .sleep(until: next)
+        let wake = Self.wakeTime(for: next)
+        state.driver = .sleeping(until: wake)
+        return .sleep(until: wake)
       }
       switch step {
       case .end:
@@ -160,11 +170,34 @@ final class TimerService<C: Clock<Duration>>: TimerHost {
 }
 
 extension TimerService {
+  /// The wake quantum, 1 ms in attoseconds: a driver sleeps until a multiple of it.
+  static var wakeQuantum: Int128 { 1_000_000_000_000_000 }
+
+  /// The first wake boundary at or after `deadline`.
+  ///
+  /// The driver sleeps until its next deadline rounded up to a millisecond of the service's
+  /// timeline, so one wake-up fires every timer due within that millisecond. A timer fires at most
+  /// 1 ms after its deadline, never before it.
+  ///
+  /// NB: with 100,000 stores ticking once a second at spread phases, a driver that slept until
+  /// each next deadline woke tens of thousands of times a second, and the ticking took 1.3-1.4
+  /// CPU-seconds a second on this machine's two cores; 0.55-0.76 with this quantum (0.83-1.07
+  /// with 100-250 µs; 2-4 ms saved no more).
+  static func wakeTime(for deadline: Duration) -> Duration {
+    let attoseconds = deadline.attoseconds
+    let remainder = attoseconds % Self.wakeQuantum
+    guard remainder != 0 else { return deadline }
+    // NB: `%` keeps the dividend's sign: subtracting the remainder rounds toward zero, which is up
+    // for a negative deadline (one before the service's first reading) and down otherwise.
+    let towardZero = attoseconds - remainder
+    return Duration(attoseconds: attoseconds > 0 ? towardZero + Self.wakeQuantum : towardZero)
+  }
+
   /// The instant of `clock` at `deadline` on the service's timeline.
   ///
   /// With the system clock read directly, its timeline starts at a reading of its own, not at
-  /// `origin`: the instant is then `deadline`'s distance from now, from `clock`'s now. The offset is
-  /// read first, so the instant is at most the time between the two readings late, never early.
+  /// `origin`: the instant is then `deadline`'s distance from now, from `clock`'s now. The offset
+  /// is read first, so the instant is at most the time between the two readings late, never early.
   private func instant(at deadline: Duration) -> C.Instant {
     guard self.system != nil else { return self.origin.advanced(by: deadline) }
     let remaining = deadline - self.nowOffset
