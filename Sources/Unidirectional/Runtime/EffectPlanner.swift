@@ -236,7 +236,7 @@ struct EffectPlanner<Action: Sendable> {
       key,
       flags: self.isMarkingForShutdown ? UnitFlags.cancelledOnShutdown : 0,
       host: host,
-      deadline: host.nowOffset + max(timer.delay, .zero),
+      deadline: host.deadline(after: timer.delay),
       lifetime: self.joinedLifetime()
     ) { entry in
       // NB: the exact class: a repeating timer, another action type's, or one that sends where
@@ -280,7 +280,7 @@ struct EffectPlanner<Action: Sendable> {
     defer { if marks { self.isMarkingForShutdown = false } }
     let host = timer.host
     let queues = host.queuesTimers && !self.lowersTimers
-    if queues, keyed, keys.isEmpty, timer.cancelInFlight, timer.interval == .zero,
+    if queues, keyed, keys.isEmpty, timer.cancelInFlight, timer.interval.isZeroLength,
       let key = timer.cancelKey,
       self.rearmInPlace(timer, key: key, host: host, supervisor: supervisor)
     {

@@ -35,6 +35,25 @@ import Synchronization
   func rearm(_ entry: TimerEntry, deadline: Duration, update: (TimerEntry) -> Bool) -> Bool
 }
 
+extension TimerHost {
+  /// The deadline of a timer armed now to wait `delay` (a negative delay waits for nothing).
+  @inlinable func deadline(after delay: Duration) -> Duration {
+    Duration(attoseconds: self.nowOffset.attoseconds &+ max(delay.attoseconds, 0))
+  }
+}
+
+/// `Duration` arithmetic on the paths that arm a timer, as attoseconds.
+///
+/// NB: `Duration`'s own operators (and `.zero`) are calls into the standard library, not inlined,
+/// and the optimizer retains what it holds across each call; re-arming a timer made five of them.
+extension Duration {
+  /// Whether the duration is zero.
+  @inlinable var isZeroLength: Bool { self.attoseconds == 0 }
+
+  /// Whether the duration is longer than zero.
+  @inlinable var isPositiveLength: Bool { self.attoseconds > 0 }
+}
+
 /// One armed timer of ``Effect/send(_:after:clock:)`` or ``Effect/send(_:every:clock:)``: a unit of
 /// effect work that is a small record in its clock's timer queue, not a task.
 ///
@@ -284,9 +303,9 @@ import Synchronization
     supervisor: EffectSupervisor
   ) -> TimerEntry {
     var timer = timer
-    let deadline = host.nowOffset + max(timer.delay, .zero)
+    let deadline = host.deadline(after: timer.delay)
     let interval = timer.interval
-    if !timer.startsEffect, interval == .zero, let spare = supervisor.takeSpareTimer() {
+    if !timer.startsEffect, interval.isZeroLength, let spare = supervisor.takeSpareTimer() {
       if ObjectIdentifier(type(of: spare)) == ObjectIdentifier(SendTimerOperation<Action>.self),
         spare.host === host
       {
@@ -316,7 +335,7 @@ import Synchronization
       )
     }
     let action = timer.action.unsafelyUnwrapped
-    if interval > .zero {
+    if interval.isPositiveLength {
       return RepeatingTimerOperation(
         lifetime: lifetime,
         action: action,
@@ -391,8 +410,8 @@ class SendTimerOperation<Action: Sendable>: TimerOperation<Action>, @unchecked S
     // NB: the store drops the action if the timer was cancelled meanwhile (the delivery rule,
     // checked on the store's executor), so a cancellation that raced this firing wins.
     await self.delivery.deliver(self.payload, self)
-    if self.interval > .zero {
-      self.deadline += self.interval
+    if self.interval.isPositiveLength {
+      self.deadline = Duration(attoseconds: self.deadline.attoseconds &+ self.interval.attoseconds)
       host.arm(self)
     } else {
       self.supervisor.complete(self)

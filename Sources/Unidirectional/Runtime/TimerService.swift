@@ -62,7 +62,7 @@ final class TimerService<C: Clock<Duration>>: TimerHost {
 
   @usableFromInline var nowOffset: Duration {
     guard let system = self.system else { return self.origin.duration(to: self.clock.now) }
-    return .nanoseconds(system.nanosecondsSinceOrigin())
+    return Duration(attoseconds: Int128(system.nanosecondsSinceOrigin()) &* 1_000_000_000)
   }
 
   @usableFromInline var nowNanoseconds: Int64 {
@@ -112,10 +112,10 @@ final class TimerService<C: Clock<Duration>>: TimerHost {
     switch state.driver {
     case .firing:
       return nil
-    case .sleeping(let until) where until <= deadline:
+    case .sleeping(let until) where until.attoseconds <= deadline.attoseconds:
       // NB: checked first: an idle timer re-armed on every request lands here, with no rounding.
       return nil
-    case .sleeping(let until) where until <= Self.wakeTime(for: deadline):
+    case .sleeping(let until) where until.attoseconds <= Self.wakeTime(for: deadline).attoseconds:
       return nil
     case .none, .sleeping:
       state.generation &+= 1
