@@ -12,16 +12,17 @@ import Musl
 /// The timers of every store on one clock: a queue of records serviced by one driving task.
 ///
 /// Arming a timer inserts a record (its ``TimerEntry``) into a heap; cancelling removes it. One
-/// task sleeps until the earliest deadline, rounded up to the next millisecond so that one wake-up
-/// serves every timer due within it (``wakeTime(for:)``), fires what is due (a hop to each timer's
-/// store) and sleeps again; it ends when the queue is empty, and the next arming starts another. A
-/// timer armed *earlier* than the driver's current wake starts a new driver for that deadline: the
-/// old one, when it wakes, sees it is no longer the current one and ends without firing (a
-/// cancelled `Task.sleep` would keep its registration until its deadline anyway, so cancelling it
-/// saves nothing). Re-arming a later deadline (an idle timer restarted by every request) touches
-/// only the entry: the heap catches up when the entry's old place reaches its top
-/// (``TimerQueue``), and a driver sleeping until that old deadline wakes, fires nothing and
-/// sleeps again.
+/// task sleeps until the earliest deadline (a second at most), rounded up to the next millisecond
+/// so that one wake-up serves every timer due within it (``wakeTime(for:)``), fires what is due (a
+/// hop to each timer's store) and sleeps again; it ends when the queue is empty, and the next
+/// arming starts another. A timer armed *earlier* than the driver's current wake starts a new
+/// driver for that deadline and cancels the old one, which wakes at once, sees it is no longer the
+/// current one and ends without firing. (Its cancelled `Task.sleep` stays registered with the
+/// executor until its deadline, ~750 B; hence the one-second cap on a sleep, which bounds those to
+/// the last second's replacements.) Re-arming a later deadline (an idle timer restarted by every
+/// request) touches only the entry: the heap catches up when the entry's old place reaches its top
+/// (``TimerQueue``), and a driver sleeping until that old deadline wakes, fires nothing and sleeps
+/// again.
 ///
 /// There is one service per clock type the runtime knows (``timerHost(for:)``):
 /// `ContinuousClock` and `SuspendingClock`, whose instances all tell the same time. A
@@ -32,6 +33,8 @@ final class TimerService<C: Clock<Duration>>: TimerHost {
     var queue = TimerQueue()
     var driver = Driver.none
     var generation: UInt64 = 0
+    /// The current driver's task, cancelled when a newer driver replaces it.
+    var task: Task<Void, Never>?
   }
 
   /// What the current driving task is doing.
@@ -128,7 +131,17 @@ final class TimerService<C: Clock<Duration>>: TimerHost {
     // NB: detached: the driver serves every store on the clock and must not inherit the
     // task-locals (dependencies, a test executor) of whichever store armed the timer that
     // started it. It owns nothing: it ends when the queue is empty or a newer driver replaced it.
-    Task.detached { await self.drive(generation) }
+    let task = Task.detached { await self.drive(generation) }
+    let replaced = self.state.withLock { state -> Task<Void, Never>? in
+      // NB: a driver already replaced ends at its first look at the queue, before any sleep.
+      guard state.generation == generation else { return nil }
+      defer { state.task = task }
+      return state.task
+    }
+    // NB: a replaced driver sleeps until its own deadline (an idle timer's, minutes away) before
+    // it sees it was replaced: ~2.2 KB held that long for every timer armed earlier than the
+    // driver's wake. Cancelled, its sleep returns at once and it ends.
+    replaced?.cancel()
   }
 
   private enum Step {
@@ -152,7 +165,12 @@ final class TimerService<C: Clock<Duration>>: TimerHost {
           state.driver = .none
           return .end
         }
-        let wake = Self.wakeTime(for: next)
+        // NB: never longer than a second: a replaced driver's sleep (cancelled, its task ended)
+        // stays registered with the executor until its deadline, ~750 B each, for every timer
+        // armed earlier than the driver's wake; a driver with only an idle timer's deadline ahead
+        // wakes once a second instead.
+        let until = min(next.attoseconds, now.attoseconds &+ Self.longestSleep)
+        let wake = Self.wakeTime(for: Duration(attoseconds: until))
         state.driver = .sleeping(until: wake)
         return .sleep(until: wake)
       }
@@ -172,6 +190,9 @@ final class TimerService<C: Clock<Duration>>: TimerHost {
 extension TimerService {
   /// The wake quantum, 1 ms in attoseconds: a driver sleeps until a multiple of it.
   static var wakeQuantum: Int128 { 1_000_000_000_000_000 }
+
+  /// The longest a driver sleeps before it looks at the queue again, 1 s in attoseconds.
+  static var longestSleep: Int128 { 1_000_000_000_000_000_000 }
 
   /// The first wake boundary at or after `deadline`.
   ///
