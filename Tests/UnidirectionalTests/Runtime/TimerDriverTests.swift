@@ -13,7 +13,13 @@ import Testing
     }
   }
 
-  @Test func aReplacedDriverIsCancelledAtOnceNotLeftAsleepUntilItsDeadline() async throws {
+  /// A service on a recording clock with an idle timer 300 s away armed, once its driver sleeps.
+  private static func armingAnIdleTimer() async -> (
+    clock: RecordingClock,
+    service: TimerService<RecordingClock>,
+    events: AsyncStream<RecordingClock.Event>.Iterator,
+    idle: Entry
+  ) {
     let clock = RecordingClock()
     let service = TimerService(clock: clock)
     var events = clock.events.makeAsyncIterator()
@@ -21,6 +27,11 @@ import Testing
     service.arm(idle)
     // A driver looks at the queue at least once a second, however far its next deadline.
     #expect(await events.next() == .slept(until: .seconds(1)))
+    return (clock, service, events, idle)
+  }
+
+  @Test func aReplacedDriverIsCancelledAtOnceNotLeftAsleepUntilItsDeadline() async throws {
+    var (clock, service, events, idle) = await Self.armingAnIdleTimer()
 
     // Armed earlier than that wake, a timer starts a new driver, and the one it replaces stops
     // sleeping before `arm` returns: left asleep, it held ~2.2 KB until its deadline.
@@ -36,12 +47,7 @@ import Testing
   }
 
   @Test func aDriverWhoseNextDeadlineIsFarWakesEverySecondAndSleepsAgain() async {
-    let clock = RecordingClock()
-    let service = TimerService(clock: clock)
-    var events = clock.events.makeAsyncIterator()
-    let idle = Entry(on: service, at: .seconds(300))
-    service.arm(idle)
-    #expect(await events.next() == .slept(until: .seconds(1)))
+    var (clock, service, events, idle) = await Self.armingAnIdleTimer()
     clock.wakeAll()  // the clock's time stands still: a second later, on the driver's timeline
     #expect(await events.next() == .slept(until: .seconds(1)))
     service.disarm(idle)
