@@ -324,11 +324,7 @@ func memoryFigures(filter: String?) async {
     let shortTimers = 1_000
     let idle = Store(initialState: 0) {
       Reduce<Int, Int> { _, action in
-        .send(
-          action,
-          after: action == 0 ? .seconds(300) : .milliseconds(1),
-          clock: ContinuousClock()
-        )
+        action == 0 ? .send(1, after: .seconds(300), clock: ContinuousClock()) : .none
       }
     }
     let short = Store(initialState: 0) {
