@@ -65,6 +65,20 @@ struct BenchFeature: Reducer {
   }
 }
 
+/// A reducer that reads its clock dependency for every action, as a feature that schedules with
+/// the clock it was given does.
+struct ClockReadingFeature: Reducer {
+  @Dependency(\.continuousClock) var clock
+
+  func reduce(
+    into state: inout BenchFeature.State,
+    action: BenchFeature.Action
+  ) -> Effect<BenchFeature.Action> {
+    withExtendedLifetime(self.clock) { state.count &+= 1 }
+    return .none
+  }
+}
+
 /// The floor for a store: an actor that calls the same reducer, with no effect handling.
 actor BareStore {
   var state = BenchFeature.State()

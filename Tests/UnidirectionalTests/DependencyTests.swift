@@ -80,6 +80,22 @@ private struct Greeting: Reducer {
     #expect(await store.state.log == ["live Blob", "live Blob Jr"])
   }
 
+  @Test func overridesOfKeysSharingAValueTypeEachReadBackTheirOwnValue() {
+    // Both clocks are `any Clock<Duration>`: each override is kept under its own key, and a key
+    // not overridden keeps its default beside them.
+    let testClock = TestClock()
+    var values = DependencyValues()
+    values.continuousClock = testClock
+    values.suspendingClock = ImmediateClock()
+    values.greeter = Greeter { "first \($0)" }
+    values.greeter = Greeter { "second \($0)" }
+    #expect((values.continuousClock as? TestClock) === testClock)
+    #expect(values.suspendingClock is ImmediateClock)
+    #expect(values.greeter.greet("Blob") == "second Blob")
+    #expect(values.uuid() != values.uuid())
+    #expect(DependencyValues().continuousClock is ContinuousClock)
+  }
+
   @Test func storeOverridesReachTheReducerAndItsEffects() async {
     let store = Store(initialState: Greeting.State()) {
       Greeting()

@@ -24,7 +24,8 @@
 /// overrides); its reducer and every effect it returns see them. Under a test store the
 /// ``DependencyKey/testValue``s are used.
 public struct DependencyValues: Sendable {
-  private var storage: [ObjectIdentifier: any Sendable] = [:]
+  /// The overrides, each an `OverrideBox` of its key's value, under its key's identifier.
+  private var storage: [ObjectIdentifier: any AnyObject & Sendable] = [:]
 
   /// Which default values unset dependencies take.
   public var context: DependencyContext = .live
@@ -72,8 +73,12 @@ public struct DependencyValues: Sendable {
   /// the current ``context``.
   public subscript<Key: DependencyKey>(key: Key.Type) -> Key.Value {
     get {
-      if let value = self.storage[ObjectIdentifier(key)] as? Key.Value {
-        return value
+      // NB: no `as? Key.Value`: a dynamic cast to a constrained existential such as
+      // `any Clock<Duration>` checks its requirements by demangling them, every time (1-2 µs a
+      // read, a reducer reading its clock paid 15 sends for it). The setter is the only writer,
+      // and it stores a box of `Key.Value` under `Key`'s identifier.
+      if !self.storage.isEmpty, let stored = self.storage[ObjectIdentifier(key)] {
+        return unsafeDowncast(stored, to: OverrideBox<Key.Value>.self).value
       }
       switch self.context {
       case .live: return Key.liveValue
@@ -81,7 +86,7 @@ public struct DependencyValues: Sendable {
       }
     }
     set {
-      self.storage[ObjectIdentifier(key)] = newValue
+      self.storage[ObjectIdentifier(key)] = OverrideBox(newValue)
     }
   }
 
@@ -122,6 +127,15 @@ public protocol DependencyKey {
 extension DependencyKey {
   /// The live value, unless the key provides a test value.
   public static var testValue: Value { Self.liveValue }
+}
+
+/// An overridden dependency's value, as ``DependencyValues`` stores it.
+final class OverrideBox<Value: Sendable>: Sendable {
+  let value: Value
+
+  init(_ value: Value) {
+    self.value = value
+  }
 }
 
 /// Reads a dependency from the ``DependencyValues`` in force.
