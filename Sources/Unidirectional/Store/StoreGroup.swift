@@ -71,8 +71,10 @@ public final class StoreGroup: Sendable {
   ///
   /// Each phase runs for every store before the next: reject new actions, let running effects
   /// finish for up to `gracePeriod`, cancel what is left, give cancelled effects the same grace
-  /// (at least a second) to end, and report the ones that ignore it. One clock measures each wait
-  /// for the whole group, so shutting down 100,000 stores costs a few hops per store, not a task.
+  /// (at least a second) to end, and report the ones that ignore it. (With a zero grace period
+  /// there is nothing to let finish, so each store is closed and its effects cancelled at once.)
+  /// One clock measures each wait for the whole group, so shutting down 100,000 stores costs a
+  /// few hops per store, not a task.
   ///
   /// It runs off the caller's actor (`@concurrent`): called on the main actor, as a command-line
   /// tool's signal handling often is, the hops would otherwise each come back to that actor, a
@@ -90,12 +92,17 @@ public final class StoreGroup: Sendable {
       defer { members.stores = [:] }
       return members.stores.values.compactMap(\.store)
     }
-    // 1. Reject new actions everywhere.
+    // 1. Reject new actions everywhere. With no grace period, each store's effects are cancelled
+    // in the same visit (phase 3 at once): phase 2 has nothing to wait for, and a second pass over
+    // 100,000 stores whose memory has gone cold took a third of the shutdown.
+    let cancelsWhileClosing = gracePeriod <= .zero
     var closing: [(store: any GroupedStore, supervisor: EffectSupervisor?, observed: Bool)] = []
     closing.reserveCapacity(stores.count)
     var defaultClock: (any Clock<Duration>)?
     for store in stores {
-      guard let phases = await store.closeForGroupShutdown() else { continue }
+      guard let phases = await store.closeForGroupShutdown(cancelling: cancelsWhileClosing) else {
+        continue
+      }
       closing.append((store, phases.supervisor, phases.observed))
       if defaultClock == nil { defaultClock = phases.clock }
     }
@@ -110,7 +117,9 @@ public final class StoreGroup: Sendable {
       )
     }
     // 3. Cancel the rest, then give them time to end.
-    for entry in closing { await entry.store.cancelForGroupShutdown() }
+    if !cancelsWhileClosing {
+      for entry in closing { await entry.store.cancelForGroupShutdown() }
+    }
     if !supervisors.allSatisfy(\.isIdle) {
       _ = await firstToFinish(
         { await Self.waitUntilIdle(supervisors) },
@@ -153,16 +162,18 @@ struct GroupShutdownPhases: Sendable {
 
 /// A store, whatever its state and action (what ``StoreGroup`` needs of it).
 protocol GroupedStore: AnyObject, Sendable {
-  /// Rejects new actions; `nil` when the store was already shut down (or shutting down).
-  func closeForGroupShutdown() async -> GroupShutdownPhases?
+  /// Rejects new actions, and with `cancelling` cancels every effect; `nil` when the store was
+  /// already shut down (or shutting down).
+  func closeForGroupShutdown(cancelling: Bool) async -> GroupShutdownPhases?
   func cancelForGroupShutdown() async
   func completeGroupShutdown(effectsEnded: Bool, gracePeriod: Duration) async
 }
 
 extension Store: GroupedStore {
-  func closeForGroupShutdown() -> GroupShutdownPhases? {
+  func closeForGroupShutdown(cancelling: Bool) -> GroupShutdownPhases? {
     let phases = self.core.phasedShutdown
     guard phases.closeForShutdown() else { return nil }
+    if cancelling { phases.cancelForShutdown() }
     return GroupShutdownPhases(
       supervisor: phases.supervisor,
       clock: phases.shutdownClock,
