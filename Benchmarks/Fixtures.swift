@@ -106,6 +106,27 @@ func makeStore() -> StoreOf<BenchFeature> {
   Store(initialState: BenchFeature.State()) { BenchFeature() }
 }
 
+/// A session-like feature whose state is `Equatable`: an observer hears of a change only when the
+/// state differs, so each reduce compares the state before and after.
+struct EquatableSession: Reducer {
+  struct State: Sendable, Equatable {
+    var requests = 0
+    var user = "user-42"
+    var cart: [Int] = [1, 2, 3]
+  }
+
+  func reduce(into state: inout State, action: BenchFeature.Action) -> Effect<BenchFeature.Action> {
+    state.requests &+= 1
+    return .none
+  }
+}
+
+/// An observer of ``EquatableSession`` that does nothing.
+struct NoOpSessionObserver: StoreObserver {
+  typealias State = EquatableSession.State
+  typealias Action = BenchFeature.Action
+}
+
 /// An observer that does nothing (the cost of the hook itself).
 struct NoOpObserver: StoreObserver {
   typealias State = BenchFeature.State

@@ -108,6 +108,40 @@ import UnidirectionalTesting
     )
   }
 
+  @Test func anEquatableStateWithReferenceFieldsIsComparedByValue() async {
+    struct Profile: Sendable, Equatable {
+      var name = "Blob"
+      var tags: [String] = ["a"]
+    }
+    struct Changes: StoreObserver {
+      typealias Action = String
+      let changes = LockIsolated<[String]>([])
+      func stateChanged(from oldState: Profile, to newState: Profile) {
+        self.changes.withValue {
+          $0.append("\(oldState.name)\(oldState.tags) -> \(newState.name)\(newState.tags)")
+        }
+      }
+    }
+    let changes = Changes()
+    let store = Store(initialState: Profile(), observer: changes) {
+      Reduce<Profile, String> { state, action in
+        switch action {
+        case "rename": state.name = "Blob Jr"
+        case "retag": state.tags = ["a"] + ["b"]
+        case "same tags": state.tags = ["a", "b"]  // a new array, equal to the one it replaces
+        default: break
+        }
+        return .none
+      }
+    }
+    for action in ["rename", "rename", "retag", "same tags", "noop"] { await store.send(action) }
+    #expect(
+      changes.changes.value == [
+        "Blob[\"a\"] -> Blob Jr[\"a\"]", "Blob Jr[\"a\"] -> Blob Jr[\"a\", \"b\"]",
+      ]
+    )
+  }
+
   @Test func aRunEffectStartsSendsAndFinishesUnderOneReference() async {
     let recorder = Recorder()
     let store = Store(initialState: State(), observer: recorder) { Self.feature }

@@ -146,9 +146,16 @@ public enum EffectOutcome: Sendable, CustomStringConvertible {
 func makeStateComparison<State>(_: State.Type) -> ((State, State) -> Bool)? {
   guard let equatable = State.self as? any Equatable.Type else { return nil }
   func compare<E: Equatable>(_: E.Type) -> (State, State) -> Bool {
+    // NB: `E` is `State` itself (the cast above opened it), so each comparison reinterprets the
+    // states instead of casting them: two dynamic casts per action were most of what an observer
+    // cost a store whose state is `Equatable`.
     { lhs, rhs in
-      guard let lhs = lhs as? E, let rhs = rhs as? E else { return false }
-      return lhs == rhs
+      withUnsafePointer(to: lhs) { lhs in
+        withUnsafePointer(to: rhs) { rhs in
+          UnsafeRawPointer(lhs).assumingMemoryBound(to: E.self).pointee
+            == UnsafeRawPointer(rhs).assumingMemoryBound(to: E.self).pointee
+        }
+      }
     }
   }
   return compare(equatable)
