@@ -166,6 +166,52 @@ struct Host: Reducer {
   }
 }
 
+/// A parent presenting an `Identifiable` child with `ifLet`, and the same parent without it.
+struct Presenter: Reducer {
+  struct Child: Sendable, Identifiable {
+    var id = 7
+    var title = "detail"
+    var lines: [Int] = [1, 2, 3]
+  }
+
+  struct State: Sendable {
+    var count = 0
+    var detail: Child? = Child()
+  }
+
+  enum Action: Sendable {
+    case parent
+    case detail(BenchFeature.Action)
+
+    var detail: BenchFeature.Action? {
+      get { if case .detail(let action) = self { action } else { nil } }
+      set {
+        guard case .detail = self, let newValue else { return }
+        self = .detail(newValue)
+      }
+    }
+  }
+
+  let presents: Bool
+
+  var body: some Reducer<State, Action> {
+    if self.presents {
+      Reduce { state, _ in
+        state.count &+= 1
+        return .none
+      }
+      .ifLet(\.detail, action: \.detail) {
+        Reduce<Child, BenchFeature.Action> { _, _ in .none }
+      }
+    } else {
+      Reduce { state, _ in
+        state.count &+= 1
+        return .none
+      }
+    }
+  }
+}
+
 /// The innermost feature of the `Scope` benchmarks.
 struct Leaf: Reducer {
   struct State: Sendable {

@@ -118,13 +118,14 @@ extension Reducer {
 
 /// The reducer `ifLet(_:action:then:)` and `ifCaseLet(_:action:then:)` return.
 public struct IfLetReducer<Parent: Reducer, Child: Reducer>: Reducer {
-  let parent: Parent
-  let child: Child
-  let state: WritableKeyPath<Parent.State, Child.State?>
-  let action: ActionEmbedding<Parent.Action, Child.Action>
-  let kind: OptionalChildKind
-  let location: SourceLocation
+  @usableFromInline let parent: Parent
+  @usableFromInline let child: Child
+  @usableFromInline let state: WritableKeyPath<Parent.State, Child.State?>
+  @usableFromInline let action: ActionEmbedding<Parent.Action, Child.Action>
+  @usableFromInline let kind: OptionalChildKind
+  @usableFromInline let location: SourceLocation
 
+  @usableFromInline
   init(
     parent: Parent,
     child: Child,
@@ -141,18 +142,24 @@ public struct IfLetReducer<Parent: Reducer, Child: Reducer>: Reducer {
     self.location = location
   }
 
+  // NB: every parent action passes here. Inlinable, so it is specialized for the feature; and
+  // the common path (the child stays, or stays absent) compares identities without making
+  // cancellation ids. Unspecialized, making two ids (each boxing the child state into `Any` to
+  // cast it, and its identity into a key) and merging through an array, with the metadata
+  // lookups of generic code throughout, a parent action cost 29 sends.
+
   /// Runs the child (if present), then the parent; cancels the child's effects when the parent
   /// dismissed it or replaced it with another identity.
+  @inlinable
   public func reduce(into state: inout Parent.State, action: Parent.Action) -> Effect<Parent.Action>
   {
-    let path = KeyPathID(self.state)
-    let before = state[keyPath: self.state].map { ChildCancelID(path: path, state: $0) }
+    let before = state[keyPath: self.state].map(ChildIdentity.init)
     var childEffect = Effect<Parent.Action>.none
     if let childAction = self.action.extract(action) {
       childEffect = runOptionalChild(
         self.child,
         in: &state[keyPath: self.state],
-        id: before,
+        id: before.map { ChildCancelID(path: KeyPathID(self.state), identity: $0) },
         action: childAction,
         parentAction: action,
         embedding: self.action,
@@ -161,14 +168,19 @@ public struct IfLetReducer<Parent: Reducer, Child: Reducer>: Reducer {
       )
     }
     let parentEffect = self.parent.reduce(into: &state, action: action)
-    guard let before else { return .merge(childEffect, parentEffect) }
-    let after = state[keyPath: self.state].map { ChildCancelID(path: path, state: $0) }
-    guard after != before else { return .merge(childEffect, parentEffect) }
-    return .merge(childEffect, parentEffect, .cancel(id: before))
+    guard let before else { return childEffect.merged(with: parentEffect) }
+    let after = state[keyPath: self.state].map(ChildIdentity.init)
+    guard after != before else { return childEffect.merged(with: parentEffect) }
+    return .merge(
+      childEffect,
+      parentEffect,
+      .cancel(id: ChildCancelID(path: KeyPathID(self.state), identity: before))
+    )
   }
 }
 
 /// Which kind of optional child a reducer runs, for its reports.
+@usableFromInline
 enum OptionalChildKind: Sendable {
   case optional
   case enumCase
@@ -185,6 +197,7 @@ enum OptionalChildKind: Sendable {
 
 /// Runs a child reducer on optional state, with its cancellation identifiers scoped to it and
 /// its effects cancellable as a whole by `id`; reports (and skips) an action for absent state.
+@usableFromInline
 func runOptionalChild<Child: Reducer, ParentAction: Sendable>(
   _ child: Child,
   in state: inout Child.State?,
@@ -222,13 +235,90 @@ func runOptionalChild<Child: Reducer, ParentAction: Sendable>(
 
 /// The cancellation identifier of an optional child's effects: its state path and, when the
 /// state is `Identifiable`, its id (so replacing it with another identity cancels them).
+@usableFromInline
 struct ChildCancelID: Hashable, Sendable {
   let path: KeyPathID
   let identity: CancelKey?
 
-  init(path: KeyPathID, state: Any) {
+  @usableFromInline
+  init(path: KeyPathID, identity: ChildIdentity) {
     self.path = path
-    self.identity = identityOf(state).map(CancelKey.init(identity:))
+    self.identity = identity.hashable.map(CancelKey.init(identity:))
+  }
+
+  init<State>(path: KeyPathID, state: State) {
+    self.init(path: path, identity: ChildIdentity(state))
+  }
+}
+
+/// A present child state's identity: its `Identifiable` id, or none (any state is the same
+/// child).
+///
+/// NB: not an `AnyHashable`: making one looks for a custom representation with a dynamic cast,
+/// and comparing two instantiates the box's generic type; with an integer id, the standard
+/// library's integer boxes cast again. Those were two thirds of a parent action's cost.
+@usableFromInline
+struct ChildIdentity: Equatable {
+  @usableFromInline let id: (any ChildIdentityValue)?
+
+  @inlinable
+  init<State>(_ state: State) {
+    guard let identifiable = State.self as? any Identifiable.Type else {
+      self.id = nil
+      return
+    }
+    // NB: the opened type is `State` itself, so the state is read as it, in place.
+    func id<I: Identifiable>(_: I.Type) -> any ChildIdentityValue {
+      withUnsafePointer(to: state) {
+        TypedChildIdentity(id: UnsafeRawPointer($0).assumingMemoryBound(to: I.self).pointee.id)
+      }
+    }
+    self.id = id(identifiable)
+  }
+
+  @inlinable
+  static func == (lhs: Self, rhs: Self) -> Bool {
+    switch (lhs.id, rhs.id) {
+    case (nil, nil): return true
+    case (let left?, let right?): return left.isEqual(to: right)
+    default: return false
+    }
+  }
+
+  /// The id as a cancellation key's identity.
+  var hashable: AnyHashable? {
+    self.id?.hashable
+  }
+}
+
+/// An `Identifiable` id, compared without a dynamic cast.
+@usableFromInline
+protocol ChildIdentityValue {
+  func isEqual(to other: any ChildIdentityValue) -> Bool
+  var hashable: AnyHashable { get }
+}
+
+@usableFromInline
+struct TypedChildIdentity<ID: Hashable>: ChildIdentityValue {
+  @usableFromInline let id: ID
+
+  @inlinable
+  init(id: ID) {
+    self.id = id
+  }
+
+  @inlinable
+  func isEqual(to other: any ChildIdentityValue) -> Bool {
+    func equal<Other: ChildIdentityValue>(_ other: Other) -> Bool {
+      // NB: equal metatypes: `Other` is `Self`.
+      guard Other.self == Self.self else { return false }
+      return unsafeBitCast(other, to: Self.self).id == self.id
+    }
+    return equal(other)
+  }
+
+  @usableFromInline var hashable: AnyHashable {
+    AnyHashable(self.id)
   }
 }
 
@@ -238,20 +328,15 @@ struct ElementCancelID<ID: Hashable & Sendable>: Hashable, Sendable {
   let id: ID
 }
 
-/// The `Identifiable` id of a value, if it has one.
-func identityOf(_ value: Any) -> AnyHashable? {
-  func id<Value: Identifiable>(_ value: Value) -> AnyHashable { AnyHashable(value.id) }
-  guard let identifiable = value as? any Identifiable else { return nil }
-  return id(identifiable)
-}
-
 /// A key path as part of a cancellation id (equal key paths name the same child).
 ///
 /// Safety: key paths are immutable values (see ``SendableKeyPath``); this one is only hashed
 /// and compared.
+@usableFromInline
 struct KeyPathID: Hashable, @unchecked Sendable {
   let keyPath: AnyKeyPath
 
+  @usableFromInline
   init(_ keyPath: AnyKeyPath) {
     self.keyPath = keyPath
   }

@@ -62,6 +62,16 @@ extension Effect {
     }
   }
 
+  /// ``merge(with:)`` specialized where it is used (composition reducers merge on every action).
+  @inlinable
+  func merged(with other: Self) -> Self {
+    switch (self.operation, other.operation) {
+    case (.none, _): return other
+    case (_, .none): return self
+    default: return .merge([self, other])
+    }
+  }
+
   /// Runs effects one after another.
   ///
   /// Each effect starts when the previous one has finished (or was cancelled). Synchronous

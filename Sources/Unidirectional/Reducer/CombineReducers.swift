@@ -10,9 +10,10 @@
 /// The effects of all the reducers are merged; none is dropped.
 public struct CombineReducers<State, Action: Sendable, Reducers: Reducer>: Reducer
 where Reducers.State == State, Reducers.Action == Action {
-  let reducers: Reducers
+  @usableFromInline let reducers: Reducers
 
   /// Combines the reducers the builder lists.
+  @inlinable
   public init(
     @ReducerBuilder<State, Action> _ build: () -> Reducers
   ) {
@@ -20,6 +21,7 @@ where Reducers.State == State, Reducers.Action == Action {
   }
 
   /// Runs each reducer in order and merges their effects.
+  @inlinable
   public func reduce(into state: inout State, action: Action) -> Effect<Action> {
     self.reducers.reduce(into: &state, action: action)
   }
@@ -28,9 +30,11 @@ where Reducers.State == State, Reducers.Action == Action {
 /// A reducer that does nothing.
 public struct EmptyReducer<State, Action: Sendable>: Reducer {
   /// Creates a reducer that leaves the state alone and returns no effects.
+  @inlinable
   public init() {}
 
   /// Returns ``Effect/none``.
+  @inlinable
   public func reduce(into state: inout State, action: Action) -> Effect<Action> {
     .none
   }
