@@ -212,6 +212,46 @@ struct Presenter: Reducer {
   }
 }
 
+/// A list of 100 rows run with `forEach`, and the same list whose reducer updates the row itself.
+struct RowList: Reducer {
+  struct Row: Sendable, Identifiable {
+    var id: Int
+    var taps = 0
+  }
+
+  struct State: Sendable {
+    var rows = IdentifiedArrayOf<Row>(uniqueElements: (0..<100).map { Row(id: $0) })
+  }
+
+  enum Action: Sendable {
+    case rows(id: Int, action: BenchFeature.Action)
+
+    var rows: (id: Int, action: BenchFeature.Action)? {
+      get { if case .rows(let id, let action) = self { (id, action) } else { nil } }
+      set { if let newValue { self = .rows(id: newValue.id, action: newValue.action) } }
+    }
+  }
+
+  let usesForEach: Bool
+
+  var body: some Reducer<State, Action> {
+    if self.usesForEach {
+      Reduce { _, _ in .none }
+        .forEach(\.rows, action: \.rows) {
+          Reduce<Row, BenchFeature.Action> { row, _ in
+            row.taps &+= 1
+            return .none
+          }
+        }
+    } else {
+      Reduce { state, action in
+        if case .rows(let id, _) = action { state.rows[id: id]?.taps &+= 1 }
+        return .none
+      }
+    }
+  }
+}
+
 /// The innermost feature of the `Scope` benchmarks.
 struct Leaf: Reducer {
   struct State: Sendable {

@@ -14,6 +14,7 @@ extension Reducer {
   ///   `Identifiable` id), cancels the child's effects.
   /// - Cancellation identifiers the child uses are scoped to it: they never reach effects of
   ///   the parent or of another child, as in the Composable Architecture.
+  @inlinable
   public func ifLet<WrappedState, WrappedAction: Sendable, Wrapped: Reducer>(
     _ state: WritableKeyPath<State, WrappedState?>,
     action: WritableKeyPath<Action, WrappedAction?>,
@@ -35,6 +36,7 @@ extension Reducer {
   }
 
   /// `ifLet(_:action:then:)` with a case path (``AnyCasePath``) for the action.
+  @inlinable
   public func ifLet<WrappedState, WrappedAction: Sendable, Wrapped: Reducer>(
     _ state: WritableKeyPath<State, WrappedState?>,
     action: AnyCasePath<Action, WrappedAction>,
@@ -74,6 +76,7 @@ extension Reducer {
   ///   by the child.
   /// - When the state leaves the case (or the case's payload changes identity), the child's
   ///   effects are cancelled.
+  @inlinable
   public func ifCaseLet<CaseState, CaseAction: Sendable, Case: Reducer>(
     _ state: WritableKeyPath<State, CaseState?>,
     action: WritableKeyPath<Action, CaseAction?>,
@@ -95,6 +98,7 @@ extension Reducer {
   }
 
   /// `ifCaseLet(_:action:then:)` with a case path (``AnyCasePath``) for the action.
+  @inlinable
   public func ifCaseLet<CaseState, CaseAction: Sendable, Case: Reducer>(
     _ state: WritableKeyPath<State, CaseState?>,
     action: AnyCasePath<Action, CaseAction>,
@@ -323,9 +327,16 @@ struct TypedChildIdentity<ID: Hashable>: ChildIdentityValue {
 }
 
 /// The cancellation identifier of a `forEach` element's effects.
+@usableFromInline
 struct ElementCancelID<ID: Hashable & Sendable>: Hashable, Sendable {
   let path: KeyPathID
   let id: ID
+
+  @usableFromInline
+  init(path: KeyPathID, id: ID) {
+    self.path = path
+    self.id = id
+  }
 }
 
 /// A key path as part of a cancellation id (equal key paths name the same child).

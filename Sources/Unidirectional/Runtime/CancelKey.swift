@@ -205,6 +205,7 @@ final class TypedCancelValue<ID: Hashable & Sendable>: CancelValue,
 }
 
 /// Runs a child reducer with the cancellation identifiers it makes scoped to `element`.
+@usableFromInline
 func withCancelScope<R>(_ element: CancelKey, _ body: () -> R) -> R {
   var values = DependencyValues.current
   values.cancelScope = CancelScope(element: element)
