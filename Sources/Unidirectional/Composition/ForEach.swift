@@ -138,11 +138,11 @@ where Element.State: Identifiable, Element.State.ID: Sendable {
     let parentEffect = self.parent.reduce(into: &state, action: action)
     let idsAfter = state[keyPath: self.state].ids
     guard idsBefore != idsAfter else {
-      return elementEffect.merged(with: parentEffect)
+      return elementEffect.merge(with: parentEffect)
     }
     let remaining = Set(idsAfter)
     let removed = idsBefore.filter { !remaining.contains($0) }
-    guard !removed.isEmpty else { return elementEffect.merged(with: parentEffect) }
+    guard !removed.isEmpty else { return elementEffect.merge(with: parentEffect) }
     let path = KeyPathID(self.state)
     return .merge(
       elementEffect,

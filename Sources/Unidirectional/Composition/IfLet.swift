@@ -172,9 +172,9 @@ public struct IfLetReducer<Parent: Reducer, Child: Reducer>: Reducer {
       )
     }
     let parentEffect = self.parent.reduce(into: &state, action: action)
-    guard let before else { return childEffect.merged(with: parentEffect) }
+    guard let before else { return childEffect.merge(with: parentEffect) }
     let after = state[keyPath: self.state].map(ChildIdentity.init)
-    guard after != before else { return childEffect.merged(with: parentEffect) }
+    guard after != before else { return childEffect.merge(with: parentEffect) }
     return .merge(
       childEffect,
       parentEffect,

@@ -54,17 +54,8 @@ extension Effect {
   ///
   /// - Parameter other: The effect to run alongside this one.
   /// - Returns: One effect that finishes when both have finished.
+  @inlinable  // NB: specialized where it is used: composition reducers merge on every action.
   public func merge(with other: Self) -> Self {
-    switch (self.operation, other.operation) {
-    case (.none, _): return other
-    case (_, .none): return self
-    default: return .merge([self, other])
-    }
-  }
-
-  /// ``merge(with:)`` specialized where it is used (composition reducers merge on every action).
-  @inlinable
-  func merged(with other: Self) -> Self {
     switch (self.operation, other.operation) {
     case (.none, _): return other
     case (_, .none): return self

@@ -83,7 +83,7 @@ where R0.State == R1.State, R0.Action == R1.Action {
   @inlinable
   public func reduce(into state: inout R0.State, action: R0.Action) -> Effect<R0.Action> {
     let effect = self.first.reduce(into: &state, action: action)
-    return effect.merged(with: self.second.reduce(into: &state, action: action))
+    return effect.merge(with: self.second.reduce(into: &state, action: action))
   }
 }
 
