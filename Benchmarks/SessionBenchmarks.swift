@@ -182,8 +182,10 @@ func sessionFigures(filter: String?) async {
         for session in plain { _ = await session.idleDeadline }
       }
     }
+    let minimal = MinimalRegistry(sessions: sessions)
     var cases: [(perSecond: Double, p50: Double, p99: Double)] = []
     var floors: [(perSecond: Double, p50: Double, p99: Double)] = []
+    var references: [(perSecond: Double, p50: Double, p99: Double)] = []
     // NB: five interleaved rounds of 64,000 requests each, medians taken: with three rounds of
     // 32,000 the ratio moved between 0.73x and 0.81x from one run to the next on this machine.
     let rounds = 5
@@ -204,11 +206,20 @@ func sessionFigures(filter: String?) async {
           workMicroseconds: workMicroseconds
         ) { key in await plain[key].request() }
       )
+      references.append(
+        await driveSessions(
+          senders: 64,
+          requests: 1_000,
+          sessions: sessions,
+          workMicroseconds: workMicroseconds
+        ) { key in await minimal.request(key) }
+      )
     }
     sweeper.cancel()
     await registry.shutdown(gracePeriod: .seconds(1))
     let measured = cases.sorted { $0.perSecond < $1.perSecond }[rounds / 2]
     let floor = floors.sorted { $0.perSecond < $1.perSecond }[rounds / 2]
+    let reference = references.sorted { $0.perSecond < $1.perSecond }[rounds / 2]
     let label = workMicroseconds > 0 ? "\(workMicroseconds) µs work" : "zero work"
     let throughputRatio = measured.perSecond / floor.perSecond
     let p99Ratio = measured.p99 / floor.p99
@@ -227,6 +238,23 @@ func sessionFigures(filter: String?) async {
       ratio: Harness.ratio(p99Ratio, target: workMicroseconds > 0 ? 1.3 : nil),
       target: (workMicroseconds > 0 ? "p99 ≤1.3x" : "") + " plain actor per session + sweeper",
       missed: workMicroseconds > 0 && p99Ratio > 1.3
+    )
+    // NB: no target: a reference for how much of the gap is a task per `.run` (MinimalRuntime.swift).
+    printFigure(
+      "  minimal effect runtime, request/s (\(label))",
+      Harness.format(reference.perSecond, digits: 0),
+      floor: Harness.format(floor.perSecond, digits: 0),
+      ratio: Harness.ratio(reference.perSecond / floor.perSecond, target: nil),
+      target: "   reference, not a floor: a task per .run, a list, no bookkeeping",
+      missed: false
+    )
+    printFigure(
+      "  minimal effect runtime, p50 / p99 µs (\(label))",
+      Harness.format(reference.p50, digits: 0) + " / " + Harness.format(reference.p99, digits: 0),
+      floor: Harness.format(floor.p50, digits: 0) + " / " + Harness.format(floor.p99, digits: 0),
+      ratio: Harness.ratio(reference.p99 / floor.p99, target: nil),
+      target: "   the same reference",
+      missed: false
     )
   }
 

@@ -1,0 +1,112 @@
+import Synchronization
+
+// A reference for the session rows, not a floor: the least an effect runtime must do per session
+// request, written by hand. It keeps the obligations a store's runtime has and the plain actor
+// does not: the `.run` is a task of its own (started on the sender's thread, once the sender has
+// left the session's actor), which the session owns (a list under a lock, to count, cancel and
+// wait for it) and which runs with the session bound as a task-local; the idle timer is a
+// deadline in a queue every session on the clock shares (under that queue's lock); the session is
+// found by key under the registry's lock; each reduce records its activity on the clock. It has
+// none of the rest: no `StoreTask` or lifetimes, no cancellation identifiers, no observer hooks,
+// no shutdown. Read next to the library's row, it tells how much of the gap to the plain actor is
+// a task per `.run` and how much is the library's bookkeeping around it.
+
+/// One running `.run` of a minimal session: a node of its session's list.
+// Safety: `next`, `previous` and `isCancelled` are read and written only under the owning
+// session's `live` lock; `snapshot` is immutable.
+final class MinimalEffect: @unchecked Sendable {
+  var next: MinimalEffect?
+  weak var previous: MinimalEffect?
+  var isCancelled = false
+  let snapshot: SessionFeature.State
+
+  init(snapshot: SessionFeature.State) {
+    self.snapshot = snapshot
+  }
+}
+
+/// The idle deadlines of every minimal session, one slot each, under one lock (the clock's queue).
+let minimalIdleDeadlines = Mutex<[ContinuousClock.Instant]>([])
+
+/// A session of the minimal runtime.
+actor MinimalSession {
+  /// The session's running effects.
+  struct Live {
+    var head: MinimalEffect?
+    var count = 0
+  }
+
+  @TaskLocal static var current: MinimalSession?
+
+  private var state = SessionFeature.State()
+  private var lastActive: ContinuousClock.Instant
+  private let slot: Int
+  let live = Mutex(Live())
+
+  init(slot: Int) {
+    self.slot = slot
+    self.lastActive = .now
+  }
+
+  /// The reduce: the state, the activity, the idle timer re-armed in the shared queue, and the
+  /// `.run` registered before anything can cancel or wait for it.
+  func request() -> MinimalEffect {
+    let now = ContinuousClock.now
+    self.lastActive = now
+    self.state.requests += 1
+    minimalIdleDeadlines.withLock { $0[self.slot] = now + .seconds(300) }
+    let effect = MinimalEffect(snapshot: self.state)
+    self.live.withLock { live in
+      effect.next = live.head
+      live.head?.previous = effect
+      live.head = effect
+      live.count += 1
+    }
+    return effect
+  }
+
+  /// The effect's end: out of the list.
+  nonisolated func end(_ effect: MinimalEffect) {
+    self.live.withLock { live in
+      if let previous = effect.previous {
+        previous.next = effect.next
+      } else {
+        live.head = effect.next
+      }
+      effect.next?.previous = effect.previous
+      effect.next = nil
+      live.count -= 1
+    }
+  }
+}
+
+/// Sessions by key, under one lock, as a registry keeps them.
+final class MinimalRegistry: Sendable {
+  private let sessions: Mutex<[Int: MinimalSession]>
+
+  init(sessions count: Int) {
+    minimalIdleDeadlines.withLock { $0 = Array(repeating: .now, count: count) }
+    self.sessions = Mutex(
+      Dictionary(uniqueKeysWithValues: (0..<count).map { ($0, MinimalSession(slot: $0)) })
+    )
+  }
+
+  /// A session request: the lookup, the reduce on the session's actor, then the `.run` started
+  /// on this thread with the session bound.
+  func request(_ key: Int) async {
+    guard let session = self.sessions.withLock({ $0[key] }) else { return }
+    let effect = await session.request()
+    // NB: the body as a reducer's `.run` has it: an async closure, run with the session bound.
+    let snapshot = effect.snapshot
+    let body: @concurrent @Sendable () async -> Void = { persist(snapshot) }
+    if #available(macOS 26.0, *) {
+      Task.immediateDetached {
+        await MinimalSession.$current.withValue(session) {
+          let cancelled = session.live.withLock { _ in effect.isCancelled }
+          if !cancelled { await body() }
+        }
+        session.end(effect)
+      }
+    }
+  }
+}
