@@ -100,13 +100,22 @@ final class MinimalRegistry: Sendable {
     let snapshot = effect.snapshot
     let body: @concurrent @Sendable () async -> Void = { persist(snapshot) }
     if #available(macOS 26.0, *) {
-      Task.immediateDetached {
-        await MinimalSession.$current.withValue(session) {
-          let cancelled = session.live.withLock { _ in effect.isCancelled }
-          if !cancelled { await body() }
-        }
-        session.end(effect)
-      }
+      Task.immediateDetached { await Self.run(body, effect, of: session) }
+    } else {
+      Task.detached { await Self.run(body, effect, of: session) }
     }
+  }
+
+  /// The task's body: the effect's body with its session bound, unless cancelled, then its end.
+  private static func run(
+    _ body: @concurrent @Sendable () async -> Void,
+    _ effect: MinimalEffect,
+    of session: MinimalSession
+  ) async {
+    await MinimalSession.$current.withValue(session) {
+      let cancelled = session.live.withLock { _ in effect.isCancelled }
+      if !cancelled { await body() }
+    }
+    session.end(effect)
   }
 }
