@@ -13,10 +13,13 @@ import Synchronization
 
 /// One running `.run` of a minimal session: a node of its session's list.
 // Safety: `next`, `previous` and `isCancelled` are read and written only under the owning
-// session's `live` lock; `snapshot` is immutable.
+// session's `live` lock; `snapshot` is immutable. `previous` is unowned: while a node is in the
+// list, the node before it is too (the list holds it), and a node's removal relinks its
+// neighbours under the lock before anything else reads them. (A `weak` reference would allocate
+// a side table per node, which the minimal runtime has no need of.)
 final class MinimalEffect: @unchecked Sendable {
   var next: MinimalEffect?
-  weak var previous: MinimalEffect?
+  unowned(unsafe) var previous: MinimalEffect?
   var isCancelled = false
   let snapshot: SessionFeature.State
 
@@ -75,6 +78,7 @@ actor MinimalSession {
       }
       effect.next?.previous = effect.previous
       effect.next = nil
+      effect.previous = nil
       live.count -= 1
     }
   }
