@@ -255,9 +255,18 @@ func measure(cycleCount: Int, rounds: Int) async -> [Gate] {
   // NB: the runtime's caches (task allocator slabs, metadata, worker threads) grow now and
   // then (they settle after a few rounds, at a point that varies from run to run: five
   // rounds sometimes all fell before it); a leak grows in every round. So the gate takes the
-  // *smallest* drift of ten rounds.
+  // *smallest* drift of ten rounds, and when none of them is within the threshold it measures up
+  // to as many more, ending at the first that is: in one CI run on a busy machine the caches
+  // still grew by 34-62 blocks a round for eight rounds of ten (8 and 6 in the last two), while
+  // a leak of one block in every 1,000 cycles grows the count by 10 in every round, however
+  // many rounds there are.
   var drifts: [Int64] = []
-  for _ in 0..<rounds {
+  for round in 0..<(2 * rounds) {
+    if round >= rounds, let least = drifts.map({ abs($0) }).min(),
+      Double(least) <= thresholds.cycleDrift
+    {
+      break
+    }
     let before = live()
     for _ in 0..<cycleCount { await cycle() }
     drifts.append(live() - before)
@@ -336,7 +345,7 @@ func measure(cycleCount: Int, rounds: Int) async -> [Gate] {
     ),
     Gate(
       name:
-        "10,000 create-send-effect-shutdown cycles, net live blocks (least of \(rounds) rounds)",
+        "10,000 create-send-effect-shutdown cycles, net live blocks (least of \(drifts.count) rounds)",
       threshold: thresholds.cycleDrift,
       measured: drift,
       rebaselines: false
