@@ -28,8 +28,14 @@ final class MinimalEffect: @unchecked Sendable {
   }
 }
 
-/// The idle deadlines of every minimal session, one slot each, under one lock (the clock's queue).
-let minimalIdleDeadlines = Mutex<[ContinuousClock.Instant]>([])
+/// The idle deadlines of a registry's sessions, one slot each, under one lock (the clock's queue).
+final class MinimalTimerQueue: Sendable {
+  let deadlines: Mutex<[ContinuousClock.Instant]>
+
+  init(slots: Int) {
+    self.deadlines = Mutex(Array(repeating: .now, count: slots))
+  }
+}
 
 /// A session of the minimal runtime.
 actor MinimalSession {
@@ -44,10 +50,12 @@ actor MinimalSession {
   private var state = SessionFeature.State()
   private var lastActive: ContinuousClock.Instant
   private let slot: Int
+  private let timers: MinimalTimerQueue
   let live = Mutex(Live())
 
-  init(slot: Int) {
+  init(slot: Int, timers: MinimalTimerQueue) {
     self.slot = slot
+    self.timers = timers
     self.lastActive = .now
   }
 
@@ -57,7 +65,7 @@ actor MinimalSession {
     let now = ContinuousClock.now
     self.lastActive = now
     self.state.requests += 1
-    minimalIdleDeadlines.withLock { $0[self.slot] = now + .seconds(300) }
+    self.timers.deadlines.withLock { $0[self.slot] = now + .seconds(300) }
     let effect = MinimalEffect(snapshot: self.state)
     self.live.withLock { live in
       effect.next = live.head
@@ -89,9 +97,11 @@ final class MinimalRegistry: Sendable {
   private let sessions: Mutex<[Int: MinimalSession]>
 
   init(sessions count: Int) {
-    minimalIdleDeadlines.withLock { $0 = Array(repeating: .now, count: count) }
+    let timers = MinimalTimerQueue(slots: count)
     self.sessions = Mutex(
-      Dictionary(uniqueKeysWithValues: (0..<count).map { ($0, MinimalSession(slot: $0)) })
+      Dictionary(
+        uniqueKeysWithValues: (0..<count).map { ($0, MinimalSession(slot: $0, timers: timers)) }
+      )
     )
   }
 
