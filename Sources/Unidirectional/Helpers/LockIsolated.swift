@@ -43,7 +43,7 @@ public final class LockIsolated<Value: Sendable>: Sendable {
 /// await events.withValue { $0.append("started") }
 /// #expect(await events.value == ["started"])
 /// ```
-public actor ActorIsolated<Value: Sendable> {
+public final actor ActorIsolated<Value: Sendable> {
   /// The current value.
   public var value: Value
 

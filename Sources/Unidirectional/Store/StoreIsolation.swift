@@ -10,7 +10,7 @@
 /// lock. The reference is set when the store submits its first asynchronous effect and dropped
 /// when its effects have all ended after shutdown (the last effect task to end), so a `Send` kept
 /// past its effect never keeps the store's state alive.
-@usableFromInline actor StoreIsolation<State: Sendable, Action: Sendable>: EffectReceiver {
+@usableFromInline final actor StoreIsolation<State: Sendable, Action: Sendable>: EffectReceiver {
   @usableFromInline var root: RootCore<State, Action>?
 
   @usableFromInline init() {}
