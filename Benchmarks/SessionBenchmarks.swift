@@ -104,6 +104,26 @@ func registryBenchmarks() -> [Benchmark] {
       }
     ),
     Benchmark(
+      name: "registry send-and-read to a live key (1,000 keys)",
+      floorName: "dictionary lookup under a lock + store.send(reading:)",
+      operations: 100_000,
+      target: 1.3,
+      run: {
+        for index in 0..<100_000 {
+          blackHole(
+            (try? await plainRegistry.send(.increment, to: index % 1_000, reading: { $0.count }))
+              ?? 0
+          )
+        }
+      },
+      floor: {
+        for index in 0..<100_000 {
+          guard let store = stores.withLock({ $0[index % 1_000] }) else { continue }
+          blackHole(await store.send(.increment, reading: { $0.count }))
+        }
+      }
+    ),
+    Benchmark(
       name: "registry activation of a new key",
       floorName: "Store(initialState:) + first send",
       operations: 10_000,

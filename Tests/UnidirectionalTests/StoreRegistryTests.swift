@@ -269,6 +269,34 @@ private func makeRegistry(
     #expect(error?.description.contains("alice") == true)
   }
 
+  @Test func sendAndReadOnALiveKeyStartsItsEffectsAndFallsBackWhenTheStoreIsGone() async throws {
+    let gate = Gate()
+    let registry = makeRegistry(clock: TestClock(), gate: gate)
+    try await registry.send(.append(1), to: "alice")
+    // A live key: the read sees the action's state, and the effect it returned starts.
+    let saves = try await registry.send(.save, to: "alice", reading: { $0.saves })
+    #expect(saves == 0)
+    await gate.untilSomethingWaits()
+    gate.open()
+    let store = try #require(await registry.liveStore(for: "alice"))
+    for await state in store.states where state.saves == 1 { break }
+    // A passivated key: the read reactivates it.
+    try await registry.passivate("alice")
+    #expect(await registry.liveStore(for: "alice") == nil)
+    let applied = try await registry.send(.append(2), to: "alice", reading: { $0.applied })
+    #expect(applied == [2])
+    // A registry that shut down: the read throws, naming the key.
+    await registry.shutdown(gracePeriod: .seconds(1))
+    let error = await #expect(throws: SessionError.self) {
+      try await registry.send(.append(3), to: "alice", reading: { $0.applied })
+    }
+    guard case .shutDown(let key, _) = error else {
+      Issue.record("expected .shutDown, got \(String(describing: error))")
+      return
+    }
+    #expect(key == "alice")
+  }
+
   @Test func shutdownCancelsMarkedTimersAndWaitsOnlyForUnmarkedSaves() async throws {
     let gate = Gate()
     let clock = TestClock()
