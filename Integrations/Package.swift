@@ -17,6 +17,7 @@ let package = Package(
     .library(name: "UnidirectionalPostgres", targets: ["UnidirectionalPostgres"]),
     .executable(name: "cart-server", targets: ["CartServer"]),
     .executable(name: "storage-benchmarks", targets: ["StorageBenchmarks"]),
+    .executable(name: "session-http-benchmark", targets: ["SessionHTTPBenchmark"]),
   ],
   dependencies: [
     .package(path: ".."),
@@ -75,6 +76,15 @@ let package = Package(
         .product(name: "Unidirectional", package: core),
         .product(name: "GRDB", package: "GRDB.swift"),
         .product(name: "PostgresNIO", package: "postgres-nio"),
+      ]
+    ),
+    .executableTarget(
+      name: "SessionHTTPBenchmark",
+      dependencies: [
+        .product(name: "Unidirectional", package: core),
+        .product(name: "Hummingbird", package: "hummingbird"),
+        .product(name: "Logging", package: "swift-log"),
+        .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
       ]
     ),
     .testTarget(
