@@ -269,7 +269,7 @@ private func makeRegistry(
     #expect(error?.description.contains("alice") == true)
   }
 
-  @Test func sendAndReadOnALiveKeyStartsItsEffectsAndFallsBackWhenTheStoreIsGone() async throws {
+  @Test func sendAndReadAndStateOfAKeyTakeTheLiveStoreAndFallBackWhenItIsGone() async throws {
     let gate = Gate()
     let registry = makeRegistry(clock: TestClock(), gate: gate)
     try await registry.send(.append(1), to: "alice")
@@ -285,8 +285,14 @@ private func makeRegistry(
     #expect(await registry.liveStore(for: "alice") == nil)
     let applied = try await registry.send(.append(2), to: "alice", reading: { $0.applied })
     #expect(applied == [2])
+    // Reading alone: a live key, then a passivated one, which the read activates.
+    #expect(try await registry.state(of: "alice").applied == [2])
+    try await registry.passivate("alice")
+    #expect(try await registry.state(of: "alice").applied == [])
+    #expect(await registry.liveStore(for: "alice") != nil)
     // A registry that shut down: the read throws, naming the key.
     await registry.shutdown(gracePeriod: .seconds(1))
+    await #expect(throws: SessionError.self) { try await registry.state(of: "alice") }
     let error = await #expect(throws: SessionError.self) {
       try await registry.send(.append(3), to: "alice", reading: { $0.applied })
     }

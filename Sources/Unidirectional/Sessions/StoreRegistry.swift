@@ -443,9 +443,20 @@ where R.State: Sendable {
   /// - Parameter key: The session's key.
   /// - Returns: The state, as of the last action reduced.
   /// - Throws: ``SessionError``.
+  ///
+  /// NB: a live key's read specialized in the caller's module, as the sends'.
+  @inlinable
   public func state(of key: Key) async throws -> State {
+    if let store = self.guarded.withLockInlined({ $0.entries[key]?.liveStore }) {
+      return await store.state
+    }
+    return try await self.activatedState(of: key)
+  }
+
+  @usableFromInline
+  func activatedState(of key: Key) async throws -> State {
     if let store = try await self.liveEntry(for: key).store { return await store.state }
-    return try await self.state(of: key)
+    return try await self.activatedState(of: key)
   }
 
   /// The live store of `key`, if it is live (not activating, passivating or absent).
