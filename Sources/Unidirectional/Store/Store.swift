@@ -1,3 +1,8 @@
+// NB: `final`, though no actor can be subclassed: without it, a call from another module went
+// through the class's method table to the generic, unspecialized method (the `@inlinable` body
+// unused), which looked up metadata at run time (a registry's send-and-read: 3.0-3.5x its floor,
+// 1.65-1.73x final).
+
 /// The runtime of a feature: it holds the state, reduces actions one at a time, and runs the
 /// effects reducers return.
 ///
@@ -18,10 +23,6 @@
 /// - Once the store has processed a cancellation, no action from the cancelled effects reaches a
 ///   reducer; the check happens on the store when the action arrives.
 /// - Effect bodies run off the store, concurrently with the reducer.
-// NB: `final`, though no actor can be subclassed: without it, a call from another module went
-// through the class's method table to the generic, unspecialized method (the `@inlinable` body
-// unused), which looked up metadata at run time (a registry's send-and-read: 3.0-3.5x its floor,
-// 1.65-1.73x final).
 public final actor Store<State: Sendable, Action: Sendable> {
   // NB: the core itself is only *used* on this store's executor (shared by its root and every
   // scoped store). Nonisolated code reads it only to hand it to a scoped store's core (`scope`)
