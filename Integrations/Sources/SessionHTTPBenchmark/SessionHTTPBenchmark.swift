@@ -145,7 +145,7 @@ struct Options {
   /// (`perf` around the process). `none`, `timer` and `run` send an action that does only that
   /// part of the session request; `nosend` answers without a session.
   var only: String?
-  static let routes = ["store", "actor", "none", "timer", "run", "nosend"]
+  static let routes = ["store", "actor", "none", "timer", "run", "nosend", "immediate"]
 
   init(arguments: [String]) throws {
     var rest = arguments.dropFirst()
@@ -355,6 +355,12 @@ struct SessionHTTPBenchmark {
     router.get("/nosend/:key") { _, context -> String in
       let key = try context.parameters.require("key")
       return key
+    }
+    router.get("/immediate/:key") { _, context -> String in
+      let key = try context.parameters.require("key")
+      let count = await plain.session(key).request()
+      Task.immediateDetached { persist(count) }
+      return String(count)
     }
     router.get("/actor/:key") { _, context -> String in
       let key = try context.parameters.require("key")
