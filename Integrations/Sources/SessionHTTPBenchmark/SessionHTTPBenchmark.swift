@@ -141,10 +141,13 @@ struct Options {
   var connections = 64
   var threads = 2
   var keys = 1_000
-  /// Drives only this route for `seconds`, cold, and prints its figures: for profiling one side
-  /// (`perf` around the process). `none`, `timer` and `run` send an action that does only that
-  /// part of the session request; `nosend` answers without a session.
+  /// Drives only this route for `seconds`, cold, and prints its figures.
+  ///
+  /// For profiling one side (`perf` around the process). `none`, `timer` and `run` send an action
+  /// that does only that part of the session request; `nosend` answers without a session;
+  /// `immediate` is the floor's request followed by a bare `Task.immediateDetached`.
   var only: String?
+  /// The routes `--only` takes.
   static let routes = ["store", "actor", "none", "timer", "run", "nosend", "immediate"]
 
   init(arguments: [String]) throws {
