@@ -339,21 +339,14 @@ struct SessionHTTPBenchmark {
     }
     let plain = PlainSessions()
     let router = Router()
-    router.get("/store/:key") { _, context -> String in
-      let key = try context.parameters.require("key")
-      return String(try await registry.send(.request, to: key, reading: { $0.requests }))
-    }
-    router.get("/none/:key") { _, context -> String in
-      let key = try context.parameters.require("key")
-      return String(try await registry.send(.countOnly, to: key, reading: { $0.requests }))
-    }
-    router.get("/timer/:key") { _, context -> String in
-      let key = try context.parameters.require("key")
-      return String(try await registry.send(.timerOnly, to: key, reading: { $0.requests }))
-    }
-    router.get("/run/:key") { _, context -> String in
-      let key = try context.parameters.require("key")
-      return String(try await registry.send(.runOnly, to: key, reading: { $0.requests }))
+    let registryRoutes: [(String, Session.Action)] = [
+      ("store", .request), ("none", .countOnly), ("timer", .timerOnly), ("run", .runOnly),
+    ]
+    for (route, action) in registryRoutes {
+      router.get(RouterPath("/\(route)/:key")) { _, context -> String in
+        let key = try context.parameters.require("key")
+        return String(try await registry.send(action, to: key, reading: { $0.requests }))
+      }
     }
     router.get("/nosend/:key") { _, context -> String in
       let key = try context.parameters.require("key")
