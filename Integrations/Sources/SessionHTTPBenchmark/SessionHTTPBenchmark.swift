@@ -118,6 +118,8 @@ struct LoadFigures {
   var errors: Int
   /// The server's CPU time per request (this process's, not `wrk`'s), in microseconds.
   var cpuPerRequest: Double = 0
+  /// The server's context switches per request, voluntary and involuntary.
+  var switchesPerRequest: Double = 0
 }
 
 /// This process's CPU time so far (user and system, every thread; not its children's), in
@@ -127,6 +129,13 @@ func processCPU() -> Double {
   getrusage(RUSAGE_SELF.rawValue, &usage)
   return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e6
     + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec)
+}
+
+/// This process's context switches so far, voluntary and involuntary (every thread).
+func processSwitches() -> Double {
+  var usage = rusage()
+  getrusage(RUSAGE_SELF.rawValue, &usage)
+  return Double(usage.ru_nvcsw + usage.ru_nivcsw)
 }
 
 /// A failure to run or read `wrk`, with what to do about it.
@@ -145,10 +154,12 @@ struct Options {
   ///
   /// For profiling one side (`perf` around the process). `none`, `timer` and `run` send an action
   /// that does only that part of the session request; `nosend` answers without a session;
-  /// `immediate` is the floor's request followed by a bare `Task.immediateDetached`.
+  /// `immediate` is the floor's request followed by a bare `Task.immediateDetached`; `nonetask`
+  /// is `none`'s registry send followed by the same bare task, so that against `run` it leaves
+  /// only the library's bookkeeping of a `.run` to compare.
   var only: String?
   /// The routes `--only` takes.
-  static let routes = ["store", "actor", "none", "timer", "run", "nosend", "immediate"]
+  static let routes = ["store", "actor", "none", "timer", "run", "nosend", "immediate", "nonetask"]
 
   init(arguments: [String]) throws {
     var rest = arguments.dropFirst()
@@ -221,16 +232,19 @@ func runWrk(
   process.standardOutput = output
   process.standardError = output
   let cpuBefore = processCPU()
+  let switchesBefore = processSwitches()
   try process.run()
   let data = output.fileHandleForReading.readDataToEndOfFile()
   process.waitUntilExit()
   let cpu = processCPU() - cpuBefore
+  let switches = processSwitches() - switchesBefore
   let text = String(decoding: data, as: UTF8.self)
   guard process.terminationStatus == 0 else {
     throw BenchmarkError("wrk exited with \(process.terminationStatus):\n\(text)")
   }
   var figures = try parseWrk(text)
   figures.cpuPerRequest = cpu / (figures.perSecond * Double(seconds))
+  figures.switchesPerRequest = switches / (figures.perSecond * Double(seconds))
   return figures
 }
 
@@ -348,6 +362,12 @@ struct SessionHTTPBenchmark {
         return String(try await registry.send(action, to: key, reading: { $0.requests }))
       }
     }
+    router.get("/nonetask/:key") { _, context -> String in
+      let key = try context.parameters.require("key")
+      let count = try await registry.send(.countOnly, to: key, reading: { $0.requests })
+      Task.immediateDetached { persist(count) }
+      return String(count)
+    }
     router.get("/nosend/:key") { _, context -> String in
       let key = try context.parameters.require("key")
       return key
@@ -404,7 +424,11 @@ struct SessionHTTPBenchmark {
         let cpu = format(figures.cpuPerRequest, digits: 1)
         let latency =
           "p50 \(format(figures.p50, digits: 2)) ms, p99 \(format(figures.p99, digits: 2)) ms"
-        print("\(only): \(perSecond) requests/s, CPU \(cpu) µs per request, \(latency)")
+        let switches = format(figures.switchesPerRequest, digits: 2)
+        print(
+          "\(only): \(perSecond) requests/s, CPU \(cpu) µs and \(switches) context switches "
+            + "per request, \(latency)"
+        )
         await stop(registry, services, sweeper)
         guard figures.errors == 0 else { throw BenchmarkError("\(figures.errors) requests failed") }
         return
@@ -474,6 +498,15 @@ struct SessionHTTPBenchmark {
         format(median(actors.map(\.cpuPerRequest)), digits: 1),
         format(median(cpu), digits: 2) + "x",
         "(the server's, not wrk's)",
+        missed: false
+      )
+      let switches = zip(stores, actors).map { $0.switchesPerRequest / $1.switchesPerRequest }
+      row(
+        "server context switches per session request",
+        format(median(stores.map(\.switchesPerRequest)), digits: 2),
+        format(median(actors.map(\.switchesPerRequest)), digits: 2),
+        format(median(switches), digits: 2) + "x",
+        "(every thread's)",
         missed: false
       )
       print(
