@@ -28,6 +28,9 @@ private struct Recorder: Reducer {
     case stop
     /// A `.run` that sends `.ping(n - 1)` to the other key, through the registry.
     case ping(Int)
+    /// A `.run` that waits at the gate, then sends `.persist(7)` to key 1 through the registry
+    /// and logs whether that persist had run by the time the send returned.
+    case relayAfterGate
   }
 
   enum CancelID { case park }
@@ -78,6 +81,13 @@ private struct Recorder: Reducer {
         // The key that did not send this ping: the registry's stores are keyed 0 and 1.
         let other = remaining % 2
         _ = try? await registry.send(.ping(remaining - 1), to: other)
+      }
+    case .relayAfterGate:
+      return .run { [gate, registry, log] _ in
+        await gate.wait()
+        _ = try? await registry.value?.send(.persist(7), to: 1)
+        let ran = log.value.contains("persisted 7")
+        log.withValue { $0.append("relayed; persist had run: \(ran)") }
       }
     }
   }
@@ -158,9 +168,22 @@ private struct Recorder: Reducer {
     await self.tearDown(registry)
   }
 
-  /// An effect that sends through the registry starts the next effect as usual (not on its own
-  /// thread): a chain of 10,000 pings between two sessions, each an effect sending the next, runs
-  /// to its end.
+  /// An effect that has suspended since it started is nested in no other start: the effects of
+  /// its registry sends run on its thread, as a handler's do, before the send returns.
+  @Test(.timeLimit(.minutes(1)))
+  func anEffectThatHasSuspendedStartsTheEffectsOfItsRegistrySendsOnItsThread() async throws {
+    let registry = self.makeRegistry()
+    let task = try await registry.send(.relayAfterGate, to: 0)
+    #expect(!task.isFinished)
+    self.gate.open()
+    await task.finish()
+    #expect(self.log.value == ["persisted 7", "relayed; persist had run: true"])
+    await self.tearDown(registry)
+  }
+
+  /// An effect that sends through the registry while it runs nested in its own start (before its
+  /// first suspension) starts the next effect as usual, not nested once more: a chain of 10,000
+  /// pings between two sessions, each an effect sending the next, runs to its end.
   ///
   /// NB: alone it takes half a second; beside the oracles in a full run, under coverage on a slow
   /// machine, it took over a minute (starved of the shared pool's threads), so its hang guard is

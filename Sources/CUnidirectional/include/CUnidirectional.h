@@ -31,4 +31,17 @@ static inline void cunidirectional_set_plan_scratch(void *_Nullable value) {
   cunidirectional_plan_scratch = value;
 }
 
+/// Whether an effect task started on this thread (`EffectStarts`) is running its synchronous part
+/// here, nested in that start: nonzero until it first suspends or ends.
+extern __thread int cunidirectional_running_started_here
+  __attribute__((tls_model("initial-exec")));
+
+static inline int cunidirectional_get_running_started_here(void) {
+  return cunidirectional_running_started_here;
+}
+
+static inline void cunidirectional_set_running_started_here(int value) {
+  cunidirectional_running_started_here = value;
+}
+
 #endif

@@ -1,3 +1,5 @@
+import CUnidirectional
+
 /// Effect tasks an action asked for, held back until the sender has left the store's executor,
 /// to start on the sender's thread (``Store/trySendStartingEffectsHere(_:reading:)``).
 ///
@@ -29,9 +31,11 @@
 
   /// Starts every task held back, in the order the reducer asked for them.
   ///
-  /// Each runs on this thread until it suspends, unless the caller is itself an effect (a chain
-  /// of effects each starting the next here would run nested on one thread, so those start as
-  /// usual) or the store runs its effects on a test executor.
+  /// Each runs on this thread until it suspends, unless the caller is itself the synchronous part
+  /// of an effect started this way (a chain of effects each starting the next here would run
+  /// nested on one thread, so those start as usual) or the store runs its effects on a test
+  /// executor. An effect that has suspended since it started is nested in nothing, and starts
+  /// the effects of its sends here like any other caller.
   @inlinable package func start() {
     if !self.isEmpty { self.startAll() }
   }
@@ -43,14 +47,24 @@
   /// Called outside one, it was not inlined, and the task it made carried a preference record
   /// anyway, which every executor switch of the effect looked up under the task's status lock
   /// (seven acquisitions per session request; one now). `.ci/run` checks the binary.
+  ///
+  /// NB: nesting is a flag of the thread (a C `__thread` variable), set while a task started here
+  /// runs its synchronous part, not a task-local read of ``EffectSupervisor/current``: a lookup
+  /// that walks every task-local the sender's task binds (a server's handler binds several) on
+  /// every request.
   @usableFromInline func startAll() {
     guard var next = self.first else { return }
-    let here = EffectSupervisor.current == nil
+    // NB: each task started here runs to its first suspension inside `Task.immediateDetached`, on
+    // this thread; the flag covers the loop that makes those calls, and nothing else runs on this
+    // thread meanwhile.
+    let nested = cunidirectional_get_running_started_here() != 0
+    if !nested { cunidirectional_set_running_started_here(1) }
+    defer { if !nested { cunidirectional_set_running_started_here(0) } }
     let rest = self.rest ?? []
     var index = rest.startIndex
     while true {
       let (job, supervisor) = next
-      if here, supervisor.executorPreference == nil, #available(macOS 26.0, *) {
+      if !nested, supervisor.executorPreference == nil, #available(macOS 26.0, *) {
         Task.immediateDetached(priority: job.priority ?? .medium) {
           await job.runAsTask(on: supervisor)
         }
