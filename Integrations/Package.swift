@@ -90,7 +90,8 @@ let package = Package(
     .testTarget(
       name: "IntegrationsTests",
       dependencies: [
-        "CartServer", "UnidirectionalServer", "UnidirectionalSQLite", "UnidirectionalPostgres",
+        "CartServer", "SessionHTTPBenchmark", "UnidirectionalServer", "UnidirectionalSQLite",
+        "UnidirectionalPostgres",
         .product(name: "Unidirectional", package: core),
         .product(name: "HummingbirdTesting", package: "hummingbird"),
         .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
