@@ -114,7 +114,12 @@ final class MinimalRegistry: Sendable {
     let snapshot = effect.snapshot
     let body: @concurrent @Sendable () async -> Void = { persist(snapshot) }
     if #available(macOS 26.0, *) {
-      Task.immediateDetached { await Self.run(body, effect, of: session) }
+      // NB: in a loop, as the library's `EffectStarts.startAll` starts its tasks: the optimizer
+      // inlines `Task.immediateDetached` there and folds its `nil` executor preference away; out
+      // of line, the task carried a preference record the library's tasks do not.
+      for _ in 0..<1 {
+        Task.immediateDetached { await Self.run(body, effect, of: session) }
+      }
     } else {
       Task.detached { await Self.run(body, effect, of: session) }
     }
