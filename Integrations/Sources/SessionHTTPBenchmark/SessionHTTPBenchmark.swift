@@ -122,20 +122,15 @@ struct LoadFigures {
   var switchesPerRequest: Double = 0
 }
 
-/// This process's CPU time so far (user and system, every thread; not its children's), in
-/// microseconds.
-func processCPU() -> Double {
+/// This process's usage so far, every thread's, not its children's: CPU time (user and system)
+/// in microseconds, and context switches (voluntary and involuntary).
+func processUsage() -> (cpu: Double, switches: Double) {
   var usage = rusage()
   getrusage(RUSAGE_SELF.rawValue, &usage)
-  return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e6
+  let cpu =
+    Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e6
     + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec)
-}
-
-/// This process's context switches so far, voluntary and involuntary (every thread).
-func processSwitches() -> Double {
-  var usage = rusage()
-  getrusage(RUSAGE_SELF.rawValue, &usage)
-  return Double(usage.ru_nvcsw + usage.ru_nivcsw)
+  return (cpu, Double(usage.ru_nvcsw + usage.ru_nivcsw))
 }
 
 /// A failure to run or read `wrk`, with what to do about it.
@@ -231,20 +226,19 @@ func runWrk(
   let output = Pipe()
   process.standardOutput = output
   process.standardError = output
-  let cpuBefore = processCPU()
-  let switchesBefore = processSwitches()
+  let before = processUsage()
   try process.run()
   let data = output.fileHandleForReading.readDataToEndOfFile()
   process.waitUntilExit()
-  let cpu = processCPU() - cpuBefore
-  let switches = processSwitches() - switchesBefore
+  let after = processUsage()
   let text = String(decoding: data, as: UTF8.self)
   guard process.terminationStatus == 0 else {
     throw BenchmarkError("wrk exited with \(process.terminationStatus):\n\(text)")
   }
   var figures = try parseWrk(text)
-  figures.cpuPerRequest = cpu / (figures.perSecond * Double(seconds))
-  figures.switchesPerRequest = switches / (figures.perSecond * Double(seconds))
+  let requests = figures.perSecond * Double(seconds)
+  figures.cpuPerRequest = (after.cpu - before.cpu) / requests
+  figures.switchesPerRequest = (after.switches - before.switches) / requests
   return figures
 }
 
