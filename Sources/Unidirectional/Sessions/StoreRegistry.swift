@@ -105,14 +105,14 @@ where R.State: Sendable {
       self.registry?.idleTimerFired(self)
     }
 
-    @usableFromInline var liveStore: Store<State, Action>? {
+    var liveStore: Store<State, Action>? {
       if case .live(let store) = self.phase { return store }
       return nil
     }
   }
 
   @usableFromInline struct Guarded: Sendable {
-    @usableFromInline var entries: [Key: Entry] = [:]
+    var entries: [Key: Entry] = [:]
     /// The store of every live entry, by key: exactly the entries whose phase is `live`.
     ///
     /// NB: what a send to a live key reads, a second table beside `entries`, so the send
