@@ -668,7 +668,10 @@ struct TimerQueue {
     let last = self.slots.count - 1
     let removed = self.slots[index].entry
     if index != last {
-      self.slots.swapAt(index, last)
+      // NB: through the buffer, as the sifts below: the array's `swapAt` copied both slots,
+      // retaining and releasing their entries under the host's lock (a group shutdown removes a
+      // slot per store).
+      self.slots.withUnsafeMutableBufferPointer { $0.swapAt(index, last) }
       self.slots[index].entry.heapIndex = index
     }
     self.slots.removeLast()
