@@ -101,6 +101,24 @@ private struct Rearming: Reducer {
     await store.shutdown()
   }
 
+  /// The check that lets a re-arm keep its lifetime's record as it stands: `isKnownUniquelyReferenced`
+  /// of the record's reference as an `AnyObject` answered `false` even for a lone reference, so
+  /// every re-arm took the record out and put it back.
+  @Test func aLifetimeRecordsOwnerKnowsWhetherItHoldsTheOnlyReferenceToItsToken() {
+    var owner = LifetimeOwner(EffectToken(lifetime: nil))
+    let alone = owner.isOnlyReferenceToToken()
+    #expect(alone)
+    let other = owner.unit
+    let shared = owner.isOnlyReferenceToToken()
+    #expect(!shared)
+    withExtendedLifetime(other) {}
+    #expect(owner.unit is EffectToken)
+    // Another unit is never taken for a token.
+    var timerOwner = LifetimeOwner(UnitBase(lifetime: nil))
+    let timerAlone = timerOwner.isOnlyReferenceToToken()
+    #expect(!timerAlone)
+  }
+
   @Test func cancellingTheReArmingSendsTaskDisarmsTheTimer() async {
     let clock = TestClock()
     let store = Store(initialState: Rearming.State()) { Rearming(clock: clock) }
