@@ -45,10 +45,17 @@ extension Effect {
       body = run.body
       priority = run.priority
     case .send(let action):
-      if host != nil {
+      if let host {
         // A timer record that sends the action at its deadline; a newer one re-arms it in place.
-        return .send(action, after: duration, clock: clock)
-          .cancellable(id: id, cancelInFlight: true)
+        // NB: made here with the host found above: `.send(_:after:clock:)` looked it up again.
+        return Self(
+          operation: .timer(
+            SendTimerOperation(action: action, delay: duration, host: host),
+            keyed: false,
+            marked: false
+          )
+        )
+        .cancellable(id: id, cancelInFlight: true)
       }
       body = { send in await send(action) }
       priority = nil
