@@ -824,9 +824,9 @@ where Job: Sendable, Waiter: Sendable, Slot: Sendable {}
 /// The unit that stands for a lifetime, as its record holds it: a single reference, so that a
 /// re-arm can ask whether the record holds the only reference to a token
 /// (``EffectStateMachine/keptLifetime(of:id:old:)``).
+// Safety: `object` is only ever set from an `any EffectUnit`, a protocol that refines `Sendable`;
+// nothing assigns it another value (`isOnlyReferenceToToken()` reads it in place).
 struct LifetimeOwner: @unchecked Sendable {
-  // Safety: `object` is only ever set from an `any EffectUnit`, a protocol that refines
-  // `Sendable`; nothing assigns it another value (`isOnlyReferenceToToken()` reads it in place).
   private var object: AnyObject
 
   init(_ unit: any EffectUnit) {
