@@ -219,15 +219,16 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     if lifetime == nil, let kept = self.keptLifetime(of: timer, id: id, old: old) {
       return (kept, resumptions)
     }
-    var oldEnded = false
     if self.lifetimes.update(old, { $0.effects.remove(id) }) == true,
       let record = self.lifetimes.removeValue(forKey: old)
     {
-      oldEnded = true
       resumptions.append(contentsOf: record.waiters)
       if !self.origins.isEmpty { self.origins.removeValue(forKey: old) }
     }
-    let joined = lifetime ?? Self.ownLifetime(of: timer, reusingEnded: oldEnded)
+    // NB: a token the old lifetime could hand back was kept above. One that something still holds
+    // (a `StoreTask`, a waiter) is not reused, nor is the timer's own identity: it stood for its
+    // first send's lifetime, whose task may be held.
+    let joined = lifetime ?? EffectToken(lifetime: nil)
     timer.owner = joined
     if self.lifetimes.update(LifetimeID(joined), { $0.effects.insert(id) }) == nil {
       var record = LifetimeRecord(owner: joined)
@@ -239,13 +240,14 @@ struct EffectStateMachine<Job, Waiter, Slot> {
 
   /// The lifetime of a re-armed timer whose send has none, kept as it stands.
   ///
-  /// Its token and its record stay when the path below would end the lifetime and hand its token
-  /// back unchanged: the timer is its only unit, nothing waits on it, it is a token that was not
-  /// cancelled, and nothing but the timer and the record holds that token (no `StoreTask`).
-  /// `nil`, with nothing changed, otherwise.
+  /// Its token and its record stay when the lifetime could not be told from the re-arming send's:
+  /// the timer is its only unit, nothing waits on it, it is a token that was not cancelled, and
+  /// nothing but the timer and the record holds that token (no `StoreTask`). `nil`, with nothing
+  /// changed, otherwise.
   ///
-  /// NB: an idle timer re-armed by every request takes this path; taking the record out and
-  /// putting the same one back was about a tenth of a re-arm in a profile of 2026-11-28.
+  /// NB: an idle timer re-armed by every request takes this path. Without it, each request took
+  /// a new token (an allocation); with the token reused but the record taken out and the same one
+  /// put back, that was about a tenth of a re-arm in a profile of 2026-11-28.
   private mutating func keptLifetime(
     of timer: TimerEntry,
     id: EffectID,
@@ -254,6 +256,7 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     let token: Unmanaged<EffectToken>
     do {
       // NB: in a scope of its own, so the existential reference is gone before the check below.
+      // A token with a flag was cancelled (through a task since dropped): it stays spent.
       guard let owner = timer.owner,
         ObjectIdentifier(type(of: owner)) == ObjectIdentifier(EffectToken.self),
         owner.loadFlags() == 0
@@ -275,29 +278,6 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     // send records its own.
     if !self.origins.isEmpty { self.origins.removeValue(forKey: old) }
     return owner
-  }
-
-  /// A lifetime for a re-armed timer whose send has none: its old lifetime's token when that
-  /// lifetime has ended and nothing but the timer holds the token, else a new token.
-  ///
-  /// NB: a re-armed idle timer would otherwise allocate a token per request. The timer's own
-  /// identity is never reused: it stood for its first send's lifetime, whose task may be held.
-  private static func ownLifetime(of timer: TimerEntry, reusingEnded ended: Bool) -> any EffectUnit
-  {
-    var token: EffectToken
-    do {
-      // NB: in a scope of its own, so the existential reference is gone before the check below.
-      guard ended, let owner = timer.owner,
-        ObjectIdentifier(type(of: owner)) == ObjectIdentifier(EffectToken.self)
-      else { return EffectToken(lifetime: nil) }
-      token = unsafeDowncast(owner as AnyObject, to: EffectToken.self)
-    }
-    timer.owner = nil
-    // A token with a flag was cancelled (through a task since dropped): it stays spent.
-    guard token.loadFlags() == 0, isKnownUniquelyReferenced(&token) else {
-      return EffectToken(lifetime: nil)
-    }
-    return token
   }
 
   /// Records what started a lifetime, for test diagnostics.
