@@ -18,13 +18,23 @@ import Glibc
     var error: String
   }
 
+  /// Runs the example `name` to its end, off the cooperative pool (``offThePool(_:)``).
   private static func run(
     _ name: String,
     _ arguments: [String],
     input: Data? = nil
+  ) async throws -> Finished {
+    let executable = Self.productsDirectory.appendingPathComponent(name)
+    return try await offThePool { try Self.runBlocking(executable, arguments, input: input) }
+  }
+
+  private static func runBlocking(
+    _ executable: URL,
+    _ arguments: [String],
+    input: Data?
   ) throws -> Finished {
     let process = Process()
-    process.executableURL = Self.productsDirectory.appendingPathComponent(name)
+    process.executableURL = executable
     process.arguments = arguments
     let output = Pipe()
     let error = Pipe()
@@ -46,8 +56,8 @@ import Glibc
   }
 
   @Test(arguments: ["-5", "abc", "99999999", "0"])
-  func nthPrimeRejectsABadArgumentWithExitCode2(argument: String) throws {
-    let result = try Self.run("nth-prime", [argument])
+  func nthPrimeRejectsABadArgumentWithExitCode2(argument: String) async throws {
+    let result = try await Self.run("nth-prime", [argument])
     #expect(result.status == 2)
     #expect(
       result.error
@@ -55,42 +65,46 @@ import Glibc
     )
   }
 
-  @Test func nthPrimeFindsThePrime() throws {
-    let result = try Self.run("nth-prime", ["200"])
+  @Test func nthPrimeFindsThePrime() async throws {
+    let result = try await Self.run("nth-prime", ["200"])
     #expect(result.status == 0)
     #expect(result.output.hasSuffix("The 200th prime is 1223.\n"))
   }
 
-  @Test func nthPrimePrintsHelp() throws {
-    let result = try Self.run("nth-prime", ["--help"])
+  @Test func nthPrimePrintsHelp() async throws {
+    let result = try await Self.run("nth-prime", ["--help"])
     #expect(result.status == 0)
     #expect(result.output.contains("usage: nth-prime [N]"))
   }
 
-  @Test func ctrlCCancelsTheComputationAndExits130() throws {
-    let process = Process()
-    process.executableURL = Self.productsDirectory.appendingPathComponent("nth-prime")
-    process.arguments = ["5000000"]
-    let output = Pipe()
-    process.standardOutput = output
-    try process.run()
-    // Wait for the first progress line: the effect is running. No sleeping: this blocks on the
-    // pipe until the program writes.
-    var seen = ""
-    while !seen.contains("progress") {
-      let data = output.fileHandleForReading.availableData
-      if data.isEmpty { break }
-      seen += String(decoding: data, as: UTF8.self)
+  @Test func ctrlCCancelsTheComputationAndExits130() async throws {
+    let executable = Self.productsDirectory.appendingPathComponent("nth-prime")
+    let (status, seen) = try await offThePool { () throws -> (Int32, String) in
+      let process = Process()
+      process.executableURL = executable
+      process.arguments = ["5000000"]
+      let output = Pipe()
+      process.standardOutput = output
+      try process.run()
+      // Wait for the first progress line: the effect is running. No sleeping: this blocks on the
+      // pipe until the program writes.
+      var seen = ""
+      while !seen.contains("progress") {
+        let data = output.fileHandleForReading.availableData
+        if data.isEmpty { break }
+        seen += String(decoding: data, as: UTF8.self)
+      }
+      kill(process.processIdentifier, SIGINT)
+      seen += String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+      process.waitUntilExit()
+      return (process.terminationStatus, seen)
     }
-    kill(process.processIdentifier, SIGINT)
-    seen += String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
-    #expect(process.terminationStatus == 130)
+    #expect(status == 130)
     #expect(seen.contains("Stopped after checking"))
   }
 
   /// The README's transcript: piped commands are echoed and print the same on every run.
-  @Test func effectsBasicsFollowsPipedCommandsTheSameWayEveryTime() throws {
+  @Test func effectsBasicsFollowsPipedCommandsTheSameWayEveryTime() async throws {
     let input = Data("+\n-\n-\nnope\nquit\n".utf8)
     let expected = """
       effects-basics: type 'help' for commands
@@ -108,14 +122,14 @@ import Glibc
 
       """
     for _ in 0..<5 {
-      let result = try Self.run("effects-basics", [], input: input)
+      let result = try await Self.run("effects-basics", [], input: input)
       #expect(result.status == 0)
       #expect(result.output == expected)
     }
   }
 
-  @Test func effectsBasicsLetsComputationsFinishBeforeTheNextPipedCommand() throws {
-    let result = try Self.run("effects-basics", [], input: Data("prime\n+\nfact\n".utf8))
+  @Test func effectsBasicsLetsComputationsFinishBeforeTheNextPipedCommand() async throws {
+    let result = try await Self.run("effects-basics", [], input: Data("prime\n+\nfact\n".utf8))
     #expect(result.status == 0)
     #expect(
       result.output.hasSuffix(
@@ -135,10 +149,10 @@ import Glibc
     )
   }
 
-  @Test func effectsBasicsRefusesAnOverlongLineWithoutBufferingIt() throws {
+  @Test func effectsBasicsRefusesAnOverlongLineWithoutBufferingIt() async throws {
     var input = Data(repeating: UInt8(ascii: "a"), count: 5_000_000)
     input.append(contentsOf: Array("\n+\nquit\n".utf8))
-    let result = try Self.run("effects-basics", [], input: input)
+    let result = try await Self.run("effects-basics", [], input: input)
     #expect(result.status == 0)
     #expect(
       result.output.contains("error: a line longer than 1024 bytes was ignored\n> +\ncount: 1\n")
@@ -147,47 +161,52 @@ import Glibc
 
   /// Typed on a terminal, the input stays open between commands: each command's output must
   /// appear without waiting for the next line (it once froze until another line was typed).
-  @Test func effectsBasicsAnswersEachLineWhileTheInputStaysOpen() throws {
-    let process = Process()
-    process.executableURL = Self.productsDirectory.appendingPathComponent("effects-basics")
-    let output = Pipe()
-    let input = Pipe()
-    process.standardOutput = output
-    process.standardInput = input
-    try process.run()
-    var seen = ""
-    func readUntil(_ text: String) {
-      // NB: blocks on the pipe until the program writes; no sleeping, no polling.
-      while !seen.contains(text) {
-        let data = output.fileHandleForReading.availableData
-        if data.isEmpty { return }
-        seen += String(decoding: data, as: UTF8.self)
+  @Test func effectsBasicsAnswersEachLineWhileTheInputStaysOpen() async throws {
+    let executable = Self.productsDirectory.appendingPathComponent("effects-basics")
+    let (status, seen) = try await offThePool { () throws -> (Int32, String) in
+      let process = Process()
+      process.executableURL = executable
+      let output = Pipe()
+      let input = Pipe()
+      process.standardOutput = output
+      process.standardInput = input
+      try process.run()
+      var seen = ""
+      func readUntil(_ text: String) {
+        // NB: blocks on the pipe until the program writes; no sleeping, no polling.
+        while !seen.contains(text) {
+          let data = output.fileHandleForReading.availableData
+          if data.isEmpty { return }
+          seen += String(decoding: data, as: UTF8.self)
+        }
       }
+      readUntil("count: 0\n")
+      input.fileHandleForWriting.write(Data("help\n".utf8))
+      readUntil("quit    exit at once")
+      input.fileHandleForWriting.write(Data("timer\n".utf8))
+      readUntil("count: 1 | timer: on")  // the first tick, a second later, with no more input
+      input.fileHandleForWriting.write(Data("stop\nquit\n".utf8))
+      readUntil("bye\n")
+      try input.fileHandleForWriting.close()
+      process.waitUntilExit()
+      return (process.terminationStatus, seen)
     }
-    readUntil("count: 0\n")
-    input.fileHandleForWriting.write(Data("help\n".utf8))
-    readUntil("quit    exit at once")
     #expect(seen.contains("commands (one per line):"))
-    input.fileHandleForWriting.write(Data("timer\n".utf8))
-    readUntil("count: 1 | timer: on")  // the first tick, a second later, with no more input
-    input.fileHandleForWriting.write(Data("stop\nquit\n".utf8))
-    readUntil("bye\n")
-    try input.fileHandleForWriting.close()
-    process.waitUntilExit()
-    #expect(process.terminationStatus == 0)
+    #expect(seen.contains("count: 1 | timer: on"))
+    #expect(status == 0)
     #expect(seen.hasSuffix("> stop\ncount: 1\n> quit\nbye\n"))
   }
 
-  @Test func theReadmeProgramPrintsWhatItsCommentsSay() throws {
-    let result = try Self.run("readme-example", [])
+  @Test func theReadmeProgramPrintsWhatItsCommentsSay() async throws {
+    let result = try await Self.run("readme-example", [])
     #expect(result.status == 0)
     #expect(result.output == "count: -1\ncount: 0\n")
   }
 
-  @Test func effectsBasicsSurvivesRandomBytes() throws {
+  @Test func effectsBasicsSurvivesRandomBytes() async throws {
     var generator = SystemRandomNumberGenerator()
     let bytes = (0..<4_096).map { _ in UInt8.random(in: 0...255, using: &generator) }
-    let result = try Self.run("effects-basics", [], input: Data(bytes))
+    let result = try await Self.run("effects-basics", [], input: Data(bytes))
     #expect(result.status == 0)
     #expect(result.output.hasSuffix("bye\n"))
   }

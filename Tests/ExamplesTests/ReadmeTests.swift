@@ -56,7 +56,7 @@ import UnidirectionalTesting
   }
 
   /// The `effects-basics` transcript in the README is what the program prints.
-  @Test func theReadmeTranscriptIsWhatEffectsBasicsPrints() throws {
+  @Test func theReadmeTranscriptIsWhatEffectsBasicsPrints() async throws {
     let readme = try String(
       contentsOf: Self.root.appendingPathComponent("README.md"),
       encoding: .utf8
@@ -67,21 +67,25 @@ import UnidirectionalTesting
     let input = afterCommand[..<inputEnd.lowerBound].replacingOccurrences(of: "\\n", with: "\n")
     let transcriptEnd = try #require(afterCommand.range(of: "```"))
     let transcript = String(afterCommand[inputEnd.upperBound..<transcriptEnd.lowerBound])
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+    let executable = URL(fileURLWithPath: CommandLine.arguments[0])
       .deletingLastPathComponent().appendingPathComponent("effects-basics")
-    let output = Pipe()
-    let stdin = Pipe()
-    process.standardOutput = output
-    process.standardInput = stdin
-    try process.run()
-    stdin.fileHandleForWriting.write(Data(input.utf8))
-    try stdin.fileHandleForWriting.close()
-    let printed = String(
-      decoding: output.fileHandleForReading.readDataToEndOfFile(),
-      as: UTF8.self
-    )
-    process.waitUntilExit()
+    let printed = try await offThePool {
+      let process = Process()
+      process.executableURL = executable
+      let output = Pipe()
+      let stdin = Pipe()
+      process.standardOutput = output
+      process.standardInput = stdin
+      try process.run()
+      stdin.fileHandleForWriting.write(Data(input.utf8))
+      try stdin.fileHandleForWriting.close()
+      let printed = String(
+        decoding: output.fileHandleForReading.readDataToEndOfFile(),
+        as: UTF8.self
+      )
+      process.waitUntilExit()
+      return printed
+    }
     #expect(printed == transcript)
   }
 
