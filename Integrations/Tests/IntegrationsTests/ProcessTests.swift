@@ -31,7 +31,7 @@ final class CartServerProcess: Sendable {
     try process.run()
     self.process = process
     // The first line says where it listens (or the pipe closes: the server failed to start).
-    let line = await Task.detached { () -> String in
+    let line = await offThePool { () -> String in
       var data = Data()
       while !data.contains(UInt8(ascii: "\n")) {
         let chunk = output.fileHandleForReading.availableData
@@ -39,7 +39,7 @@ final class CartServerProcess: Sendable {
         data.append(chunk)
       }
       return String(decoding: data, as: UTF8.self)
-    }.value
+    }
     guard
       let range = line.range(of: #"listening on 127\.0\.0\.1:(\d+)"#, options: .regularExpression),
       let port = Int(line[range].split(separator: ":").last ?? "")
@@ -60,10 +60,19 @@ final class CartServerProcess: Sendable {
   func stop(_ signal: Int32) async -> Int32 {
     kill(self.process.processIdentifier, signal)
     let process = self.process
-    return await Task.detached {
+    return await offThePool {
       process.waitUntilExit()
       return process.terminationStatus
-    }.value
+    }
+  }
+}
+
+/// Runs `body`, which blocks on a child process (its pipe, its exit), on a thread of its own: a
+/// detached task would block one of the cooperative pool's threads (two on a 2-core machine) for
+/// as long, and every other test with it once both are taken.
+func offThePool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+  await withCheckedContinuation { continuation in
+    Thread { continuation.resume(returning: body()) }.start()
   }
 }
 
