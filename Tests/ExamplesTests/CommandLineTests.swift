@@ -12,52 +12,9 @@ import Glibc
     URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
   }
 
-  private struct Finished {
-    var status: Int32
-    var output: String
-    var error: String
-  }
-
-  /// Runs the example `name` to its end, off the cooperative pool (``offThePool(_:)``).
-  private static func run(
-    _ name: String,
-    _ arguments: [String],
-    input: Data? = nil
-  ) async throws -> Finished {
-    let executable = Self.productsDirectory.appendingPathComponent(name)
-    return try await offThePool { try Self.runBlocking(executable, arguments, input: input) }
-  }
-
-  private static func runBlocking(
-    _ executable: URL,
-    _ arguments: [String],
-    input: Data?
-  ) throws -> Finished {
-    let process = Process()
-    process.executableURL = executable
-    process.arguments = arguments
-    let output = Pipe()
-    let error = Pipe()
-    let stdin = Pipe()
-    process.standardOutput = output
-    process.standardError = error
-    process.standardInput = stdin
-    try process.run()
-    if let input { stdin.fileHandleForWriting.write(input) }
-    try stdin.fileHandleForWriting.close()
-    let out = output.fileHandleForReading.readDataToEndOfFile()
-    let err = error.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return Finished(
-      status: process.terminationStatus,
-      output: String(decoding: out, as: UTF8.self),
-      error: String(decoding: err, as: UTF8.self)
-    )
-  }
-
   @Test(arguments: ["-5", "abc", "99999999", "0"])
   func nthPrimeRejectsABadArgumentWithExitCode2(argument: String) async throws {
-    let result = try await Self.run("nth-prime", [argument])
+    let result = try await runExample("nth-prime", [argument])
     #expect(result.status == 2)
     #expect(
       result.error
@@ -66,13 +23,13 @@ import Glibc
   }
 
   @Test func nthPrimeFindsThePrime() async throws {
-    let result = try await Self.run("nth-prime", ["200"])
+    let result = try await runExample("nth-prime", ["200"])
     #expect(result.status == 0)
     #expect(result.output.hasSuffix("The 200th prime is 1223.\n"))
   }
 
   @Test func nthPrimePrintsHelp() async throws {
-    let result = try await Self.run("nth-prime", ["--help"])
+    let result = try await runExample("nth-prime", ["--help"])
     #expect(result.status == 0)
     #expect(result.output.contains("usage: nth-prime [N]"))
   }
@@ -122,14 +79,14 @@ import Glibc
 
       """
     for _ in 0..<5 {
-      let result = try await Self.run("effects-basics", [], input: input)
+      let result = try await runExample("effects-basics", [], input: input)
       #expect(result.status == 0)
       #expect(result.output == expected)
     }
   }
 
   @Test func effectsBasicsLetsComputationsFinishBeforeTheNextPipedCommand() async throws {
-    let result = try await Self.run("effects-basics", [], input: Data("prime\n+\nfact\n".utf8))
+    let result = try await runExample("effects-basics", [], input: Data("prime\n+\nfact\n".utf8))
     #expect(result.status == 0)
     #expect(
       result.output.hasSuffix(
@@ -152,7 +109,7 @@ import Glibc
   @Test func effectsBasicsRefusesAnOverlongLineWithoutBufferingIt() async throws {
     var input = Data(repeating: UInt8(ascii: "a"), count: 5_000_000)
     input.append(contentsOf: Array("\n+\nquit\n".utf8))
-    let result = try await Self.run("effects-basics", [], input: input)
+    let result = try await runExample("effects-basics", [], input: input)
     #expect(result.status == 0)
     #expect(
       result.output.contains("error: a line longer than 1024 bytes was ignored\n> +\ncount: 1\n")
@@ -198,7 +155,7 @@ import Glibc
   }
 
   @Test func theReadmeProgramPrintsWhatItsCommentsSay() async throws {
-    let result = try await Self.run("readme-example", [])
+    let result = try await runExample("readme-example", [])
     #expect(result.status == 0)
     #expect(result.output == "count: -1\ncount: 0\n")
   }
@@ -206,7 +163,7 @@ import Glibc
   @Test func effectsBasicsSurvivesRandomBytes() async throws {
     var generator = SystemRandomNumberGenerator()
     let bytes = (0..<4_096).map { _ in UInt8.random(in: 0...255, using: &generator) }
-    let result = try await Self.run("effects-basics", [], input: Data(bytes))
+    let result = try await runExample("effects-basics", [], input: Data(bytes))
     #expect(result.status == 0)
     #expect(result.output.hasSuffix("bye\n"))
   }

@@ -16,3 +16,43 @@ func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async t
     thread.start()
   }
 }
+
+/// What an example printed and how it exited.
+struct FinishedExample: Sendable {
+  var status: Int32
+  var output: String
+  var error: String
+}
+
+/// Runs the example `name` (built next to the test bundle) to its end with `input` on its standard
+/// input, off the cooperative pool (``offThePool(_:)``).
+func runExample(
+  _ name: String,
+  _ arguments: [String] = [],
+  input: Data? = nil
+) async throws -> FinishedExample {
+  let executable = URL(fileURLWithPath: CommandLine.arguments[0])
+    .deletingLastPathComponent().appendingPathComponent(name)
+  return try await offThePool {
+    let process = Process()
+    process.executableURL = executable
+    process.arguments = arguments
+    let output = Pipe()
+    let error = Pipe()
+    let stdin = Pipe()
+    process.standardOutput = output
+    process.standardError = error
+    process.standardInput = stdin
+    try process.run()
+    if let input { stdin.fileHandleForWriting.write(input) }
+    try stdin.fileHandleForWriting.close()
+    let out = output.fileHandleForReading.readDataToEndOfFile()
+    let err = error.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return FinishedExample(
+      status: process.terminationStatus,
+      output: String(decoding: out, as: UTF8.self),
+      error: String(decoding: err, as: UTF8.self)
+    )
+  }
+}

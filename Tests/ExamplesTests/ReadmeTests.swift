@@ -67,25 +67,7 @@ import UnidirectionalTesting
     let input = afterCommand[..<inputEnd.lowerBound].replacingOccurrences(of: "\\n", with: "\n")
     let transcriptEnd = try #require(afterCommand.range(of: "```"))
     let transcript = String(afterCommand[inputEnd.upperBound..<transcriptEnd.lowerBound])
-    let executable = URL(fileURLWithPath: CommandLine.arguments[0])
-      .deletingLastPathComponent().appendingPathComponent("effects-basics")
-    let printed = try await offThePool {
-      let process = Process()
-      process.executableURL = executable
-      let output = Pipe()
-      let stdin = Pipe()
-      process.standardOutput = output
-      process.standardInput = stdin
-      try process.run()
-      stdin.fileHandleForWriting.write(Data(input.utf8))
-      try stdin.fileHandleForWriting.close()
-      let printed = String(
-        decoding: output.fileHandleForReading.readDataToEndOfFile(),
-        as: UTF8.self
-      )
-      process.waitUntilExit()
-      return printed
-    }
+    let printed = try await runExample("effects-basics", input: Data(input.utf8)).output
     #expect(printed == transcript)
   }
 
