@@ -42,7 +42,7 @@ import Synchronization
 // Safety: every stored field is immutable, atomic or `Sendable`, but `body`, which has its own
 // Safety note; the one subclass adds an immutable `Action` (`Sendable`). Not final only for that
 // subclass, so the checker asks for this.
-@usableFromInline class RunJob<Action: Sendable>: UnitBase, EffectJob, @unchecked Sendable {
+@usableFromInline class RunJob<Action: Sendable>: RunUnit, EffectJob, @unchecked Sendable {
   /// The priority's raw value (see ``RunOperation``).
   @usableFromInline final let rawPriority: UInt8?
   // Safety: read and cleared once, by `takeBody()`, in the one task that runs or abandons the

@@ -98,6 +98,9 @@ struct EffectPlanner<Action: Sendable> {
         delivery: delivery,
         action: action
       )
+      // NB: one with no identifier is listed: it starts without the supervisor's lock, and
+      // stays out of the state machine's map of records (`RunUnit`).
+      if keys.isEmpty { job.insertFlags(UnitFlags.startsUnlocked) }
       self.register(job, keys)
       self.jobs.append(job)
 

@@ -9,7 +9,7 @@
 ///
 /// It is generic over what it stores but never touches: the jobs effect tasks run, the
 /// continuations of waiting tasks, and the handles of running tasks.
-struct EffectStateMachine<Job, Waiter, Slot> {
+struct EffectStateMachine<Job, Waiter, Slot: UnitSlot> {
   /// Whether the store takes new effects.
   enum Phase: Equatable {
     /// New jobs get tasks.
@@ -39,6 +39,15 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   /// What few stores use, behind one pointer: inline, these eight fields were 64 B of every
   /// store with an effect (the bytes-per-armed-store target is 1 KB).
   private var occasional = OutOfLine<Occasional>()
+  /// The first of the listed units (``UnitFlags/startsUnlocked``).
+  ///
+  /// They are the `.run`s with no identifier that reducers return, linked through their
+  /// ``RunUnit/next`` and ``RunUnit/previous``. The list holds one retain of each.
+  ///
+  /// NB: a list, not records in ``effects``: a session's store keeps its idle timer there, and
+  /// every request's `.run` took that map from one entry (inline) to two (an array allocated and
+  /// freed) and back, with a record moved in and out, and a trip to the lock to start it.
+  private var runs: Unmanaged<RunUnit>?
 
   /// The fewest throttle entries at which expired ones are swept.
   static var minimumThrottleSweep: Int { 64 }
@@ -55,6 +64,8 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     var debounces: [CancelKey: DebounceSlot] = [:]
     var nextDebounceGeneration: UInt64 = 0
     var queues: [CancelKey: SerialQueue<Waiter>] = [:]
+    /// The tasks of listed units parked in `finish` until their cancellers are done.
+    var listedFinishWaiters: [EffectID: Waiter] = [:]
   }
 
   // NB: reads of an unallocated `occasional` build no box and no value; writes allocate it once.
@@ -148,7 +159,12 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     // `_modify` coroutines allocate their frames on the heap for values this size (measured:
     // 6 allocations per started effect). Mutate through `SmallMap.update` instead.
     let lifetimeID = LifetimeID(lifetime)
-    self.effects.insert(EffectRecord(unit: unit, keys: keys), forKey: id)
+    if unit.loadFlags() & UnitFlags.startsUnlocked != 0 {
+      precondition(keys.isEmpty, "A listed effect unit was registered under identifiers.")
+      self.link(unsafeDowncast(unit as AnyObject, to: RunUnit.self))
+    } else {
+      self.effects.insert(EffectRecord(unit: unit, keys: keys), forKey: id)
+    }
     if self.lifetimes.update(lifetimeID, { $0.effects.insert(id) }) == nil {
       var record = LifetimeRecord(owner: lifetime)
       record.effects.insert(id)
@@ -158,6 +174,146 @@ struct EffectStateMachine<Job, Waiter, Slot> {
       if self.registry.update(key, { $0.insert(id) }) == nil {
         self.registry.insert(.one(id), forKey: key)
       }
+    }
+  }
+
+  // MARK: - Listed units
+
+  /// Links `unit` first in the list of runs, retaining it.
+  private mutating func link(_ unit: RunUnit) {
+    let node = Unmanaged.passRetained(unit)
+    unit.previous = nil
+    unit.next = self.runs
+    self.runs?.takeUnretainedValue().previous = node
+    self.runs = node
+  }
+
+  /// Takes `unit` out of the list; returns the retain the list held, for the caller to release
+  /// once it is done with the unit.
+  private mutating func unlink(_ unit: RunUnit) -> Unmanaged<RunUnit> {
+    let next = unit.next
+    if let previous = unit.previous {
+      previous.takeUnretainedValue().next = next
+    } else {
+      self.runs = next
+    }
+    next?.takeUnretainedValue().previous = unit.previous
+    unit.next = nil
+    unit.previous = nil
+    return Unmanaged.passUnretained(unit)
+  }
+
+  /// The listed units, in the list's order (retained: cancelling one may unlink it).
+  private var listedUnits: [RunUnit] {
+    var units: [RunUnit] = []
+    var node = self.runs
+    while let current = node {
+      let unit = current.takeUnretainedValue()
+      units.append(unit)
+      node = unit.next
+    }
+    return units
+  }
+
+  /// Whether the unit `id` is in the list (a walk: for an assertion).
+  private func isListed(_ id: EffectID) -> Bool {
+    var node = self.runs
+    while let current = node {
+      if EffectID(current.takeUnretainedValue()) == id { return true }
+      node = current.takeUnretainedValue().next
+    }
+    return false
+  }
+
+  /// The task running a listed unit, if its task has started it.
+  private static func runningSlot(of unit: RunUnit) -> Slot? {
+    guard unit.loadFlags() & UnitFlags.running != 0 else { return nil }
+    return Slot(unitSlotBits: unit.runningSlotBits)
+  }
+
+  /// The listed unit `id` of a lifetime's record (not in ``effects``): the list holds it.
+  private func listedUnit(_ id: EffectID) -> RunUnit {
+    assert(self.isListed(id), "A lifetime holds a unit that is neither recorded nor listed.")
+    return id.listedUnit()
+  }
+
+  /// Finishes a listed unit: out of the list and its lifetime.
+  private mutating func removeListed(_ unit: RunUnit) -> Resumptions<Waiter> {
+    var resumptions = Resumptions<Waiter>()
+    guard !unit.isFinished else { return resumptions }
+    unit.markFinished()
+    let retained = self.unlink(unit)
+    self.leaveLifetime(unit.id, of: unit.lifetime, into: &resumptions)
+    retained.release()
+    return resumptions
+  }
+
+  /// A listed unit's task found it cancelled before it could start it: it is finished (if
+  /// whoever cancelled it has not finished it already).
+  mutating func skipListed(_ unit: RunUnit) -> Resumptions<Waiter> {
+    unit.markCancelled()
+    return self.removeListed(unit)
+  }
+
+  /// `unit` as a listed unit, if it is one.
+  static func listed(_ unit: any EffectUnit) -> RunUnit? {
+    guard unit.loadFlags() & UnitFlags.startsUnlocked != 0 else { return nil }
+    return unsafeDowncast(unit as AnyObject, to: RunUnit.self)
+  }
+
+  /// ``finish(_:)`` of `unit`, listed or recorded.
+  mutating func finish(unit: any EffectUnit) -> Finish {
+    guard let listed = Self.listed(unit) else { return self.finish(unit.id) }
+    return self.finishListed(listed)
+  }
+
+  /// ``parkFinishing(_:waiter:)`` of `unit`, listed or recorded.
+  mutating func parkFinishing(unit: any EffectUnit, waiter: Waiter) -> Waiter? {
+    guard let listed = Self.listed(unit) else { return self.parkFinishing(unit.id, waiter: waiter) }
+    return self.parkFinishingListed(listed, waiter: waiter)
+  }
+
+  /// ``abandon(_:)`` of `unit`, listed or recorded.
+  mutating func abandon(unit: any EffectUnit) -> Resumptions<Waiter> {
+    guard let listed = Self.listed(unit) else { return self.abandon(unit.id) }
+    return self.abandonListed(listed)
+  }
+
+  /// ``finish(_:)`` for a listed unit, which its task started without the lock.
+  mutating func finishListed(_ unit: RunUnit) -> Finish {
+    guard !unit.isFinished else { return .finished(Resumptions()) }
+    if unit.pins > 0 { return .waitForCancellers }
+    return .finished(self.removeListed(unit))
+  }
+
+  /// ``parkFinishing(_:waiter:)`` for a listed unit.
+  mutating func parkFinishingListed(_ unit: RunUnit, waiter: Waiter) -> Waiter? {
+    guard unit.pins > 0 else { return waiter }
+    self.occasional.value.listedFinishWaiters[unit.id] = waiter
+    return nil
+  }
+
+  /// ``abandon(_:)`` for a listed unit.
+  mutating func abandonListed(_ unit: RunUnit) -> Resumptions<Waiter> {
+    guard !unit.isFinished,
+      unit.markCancelledReadingFlags() & UnitFlags.running == 0
+    else { return Resumptions() }
+    return self.removeListed(unit)
+  }
+
+  /// Cancels a listed unit: one that has not started finishes now; a running one is pinned, and
+  /// its task is to be cancelled.
+  private mutating func cancelListed(_ unit: RunUnit, into cancellation: inout Cancellation) {
+    guard !unit.isCancelled, !unit.isFinished else { return }
+    // NB: marked and read in one atomic step: its task either started it before (its handle is
+    // in the unit) or will find it cancelled and not run it.
+    let flags = unit.markCancelledReadingFlags()
+    guard flags & UnitFlags.cancelled == 0 else { return }
+    if flags & UnitFlags.running != 0 {
+      unit.pins += 1
+      cancellation.listedTasks.append((unit, Slot(unitSlotBits: unit.runningSlotBits)))
+    } else {
+      cancellation.resumptions.append(contentsOf: self.removeListed(unit))
     }
   }
 
@@ -323,7 +479,7 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   }
 
   /// No unit is live and no effect task is alive.
-  var isIdle: Bool { self.effects.isEmpty && self.liveJobs == 0 }
+  var isIdle: Bool { self.effects.isEmpty && self.runs == nil && self.liveJobs == 0 }
 
   private mutating func takeIdleWaiters() -> Resumptions<Waiter> {
     var resumptions = Resumptions<Waiter>()
@@ -411,7 +567,18 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     for key in record.keys where self.registry.update(key, { $0.remove(id) }) == true {
       self.registry.removeValue(forKey: key)
     }
-    let lifetimeID = LifetimeID(record.unit.lifetime)
+    self.leaveLifetime(id, of: record.unit.lifetime, into: &resumptions)
+    return resumptions
+  }
+
+  /// Takes a finished unit out of its lifetime (which finishes with its last unit), and wakes
+  /// the idle waiters if it was the last unit.
+  private mutating func leaveLifetime(
+    _ id: EffectID,
+    of lifetime: any EffectUnit,
+    into resumptions: inout Resumptions<Waiter>
+  ) {
+    let lifetimeID = LifetimeID(lifetime)
     if self.lifetimes.update(lifetimeID, { $0.effects.remove(id) }) == true,
       let lifetime = self.lifetimes.removeValue(forKey: lifetimeID)
     {
@@ -419,7 +586,6 @@ struct EffectStateMachine<Job, Waiter, Slot> {
       if !self.origins.isEmpty { self.origins.removeValue(forKey: lifetimeID) }
     }
     if self.isIdle { resumptions.append(contentsOf: self.takeIdleWaiters()) }
-    return resumptions
   }
 
   // MARK: - Cancelling
@@ -428,6 +594,8 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   /// and resume the waiters of units that finished without running.
   struct Cancellation {
     var tasks: [(EffectID, Slot)] = []
+    /// Running listed units whose tasks to cancel (then ``unpinListed(_:)``).
+    var listedTasks: [(RunUnit, Slot)] = []
     var resumptions = Resumptions<Waiter>()
     /// Armed timers to take out of their hosts' queues.
     var timers = Resumptions<TimerEntry>()
@@ -466,6 +634,10 @@ struct EffectStateMachine<Job, Waiter, Slot> {
       (self.effects[id]?.unit.loadFlags() ?? 0) & UnitFlags.cancelledOnShutdown != 0
     }
     for id in marked { self.cancel(id, into: &cancellation) }
+    for unit in self.listedUnits
+    where unit.loadFlags() & UnitFlags.cancelledOnShutdown != 0 {
+      self.cancelListed(unit, into: &cancellation)
+    }
     return cancellation
   }
 
@@ -474,7 +646,13 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     lifetime.markLifetimeCancelled()
     var cancellation = Cancellation()
     guard let record = self.lifetimes[LifetimeID(lifetime)] else { return cancellation }
-    for id in record.effects { self.cancel(id, into: &cancellation) }
+    for id in record.effects {
+      if self.effects.contains(id) {
+        self.cancel(id, into: &cancellation)
+      } else {
+        self.cancelListed(self.listedUnit(id), into: &cancellation)
+      }
+    }
     return cancellation
   }
 
@@ -486,6 +664,7 @@ struct EffectStateMachine<Job, Waiter, Slot> {
       lifetime.markLifetimeCancelled()
     }
     for id in self.effects.keys { self.cancel(id, into: &cancellation) }
+    for unit in self.listedUnits { self.cancelListed(unit, into: &cancellation) }
     return cancellation
   }
 
@@ -543,6 +722,22 @@ struct EffectStateMachine<Job, Waiter, Slot> {
         return waiter
       }
       if let waiter = waiter ?? nil { resumptions.append(waiter) }
+    }
+    return resumptions
+  }
+
+  /// Releases the pins a cancellation took on listed units; returns the finishing tasks to
+  /// resume.
+  mutating func unpinListed(_ units: [RunUnit]) -> Resumptions<Waiter> {
+    var resumptions = Resumptions<Waiter>()
+    for unit in units where unit.pins > 0 {
+      unit.pins -= 1
+      if unit.pins == 0,
+        !self.occasional.read({ $0.listedFinishWaiters.isEmpty }, unallocated: true),
+        let waiter = self.occasional.value.listedFinishWaiters.removeValue(forKey: unit.id)
+      {
+        resumptions.append(waiter)
+      }
     }
     return resumptions
   }
@@ -753,6 +948,9 @@ struct EffectStateMachine<Job, Waiter, Slot> {
     for (id, record) in self.effects.entries {
       if case .running(let slot) = record.phase, matches(slot) { return id }
     }
+    for unit in self.listedUnits {
+      if let slot = Self.runningSlot(of: unit), matches(slot) { return unit.id }
+    }
     return nil
   }
 
@@ -760,14 +958,18 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   func lifetime(_ lifetime: any EffectUnit, hasUnitRunningWhere matches: (Slot) -> Bool) -> Bool {
     guard let record = self.lifetimes[LifetimeID(lifetime)] else { return false }
     for id in record.effects {
-      if case .running(let slot)? = self.effects[id]?.phase, matches(slot) { return true }
+      if let unit = self.effects[id] {
+        if case .running(let slot) = unit.phase, matches(slot) { return true }
+      } else if let slot = Self.runningSlot(of: self.listedUnit(id)), matches(slot) {
+        return true
+      }
     }
     return false
   }
 
   /// The unit registered as `id`, if it has not finished.
   func unit(_ id: EffectID) -> (any EffectUnit)? {
-    self.effects[id]?.unit
+    self.effects[id]?.unit ?? self.listedUnits.first { $0.id == id }
   }
 
   /// The unfinished units under one identifier.
@@ -777,7 +979,7 @@ struct EffectStateMachine<Job, Waiter, Slot> {
   }
 
   /// Units registered and not finished.
-  var liveCount: Int { self.effects.count }
+  var liveCount: Int { self.effects.count + self.listedUnits.count }
 
   /// Identifiers with at least one unfinished unit.
   var registeredIdentifierCount: Int { self.registry.count }

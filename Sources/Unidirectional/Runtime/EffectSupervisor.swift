@@ -240,6 +240,7 @@ import Synchronization
         case .cancel(let keys):
           let more = guarded.machine.cancel(keys)
           cancellation.tasks += more.tasks
+          cancellation.listedTasks += more.listedTasks
           cancellation.resumptions.append(contentsOf: more.resumptions)
           cancellation.timers.append(contentsOf: more.timers)
         }
@@ -384,7 +385,7 @@ import Synchronization
       guard let (finished, end, selfWaiters) = self.finishAndEndNow(token) else {
         // NB: another thread is about to call `cancel()` on this task (see `finish(_:)`).
         await withUnsafeContinuation { continuation in
-          self.guarded.withLock { $0.machine.parkFinishing(token.id, waiter: continuation) }?
+          self.guarded.withLock { $0.machine.parkFinishing(unit: token, waiter: continuation) }?
             .resume()
         }
         continue
@@ -406,7 +407,7 @@ import Synchronization
     Resumptions<UnsafeContinuation<Void, Never>>, Machine.JobEnd, [UnsafeContinuation<Void, Never>]
   )? {
     self.guarded.withLock { guarded in
-      guard case .finished(let finished) = guarded.machine.finish(token.id) else { return nil }
+      guard case .finished(let finished) = guarded.machine.finish(unit: token) else { return nil }
       let (end, selfWaiters) = guarded.endJob()
       return (finished, end, selfWaiters)
     }
@@ -478,11 +479,21 @@ import Synchronization
 
   /// Called by the task about to run a unit; `false` (and the unit is finished) when it must not
   /// run.
+  ///
+  /// A listed unit (``UnitFlags/startsUnlocked``) starts without the lock unless it was cancelled
+  /// first (``RunUnit/startUnlocked(in:)``).
   @inline(never)
   func start(_ token: any EffectUnit) -> Bool {
     withUnsafeCurrentTask { task in
       guard let task else { preconditionFailure("An effect started outside a task.") }
-      let start = self.guarded.withLock { $0.machine.start(token.id, in: TaskSlot(task)) }
+      let slot = TaskSlot(task)
+      if let listed = Machine.listed(token) {
+        if listed.startUnlocked(in: slot.unitSlotBits) { return true }
+        // Cancelled before it started: whoever cancelled it has usually finished it too.
+        Self.resume(self.guarded.withLock { $0.machine.skipListed(listed) })
+        return false
+      }
+      let start = self.guarded.withLock { $0.machine.start(token.id, in: slot) }
       switch start {
       case .run:
         return true
@@ -504,7 +515,7 @@ import Synchronization
         // NB: another thread is about to call `cancel()` on this task, which must stay alive
         // until it has (see `TaskSlot`).
         await withUnsafeContinuation { continuation in
-          self.guarded.withLock { $0.machine.parkFinishing(token.id, waiter: continuation) }?
+          self.guarded.withLock { $0.machine.parkFinishing(unit: token, waiter: continuation) }?
             .resume()
         }
       }
@@ -513,7 +524,7 @@ import Synchronization
 
   @inline(never)
   private func finishNow(_ token: any EffectUnit) -> Machine.Finish {
-    self.guarded.withLock { $0.machine.finish(token.id) }
+    self.guarded.withLock { $0.machine.finish(unit: token) }
   }
 
   /// Finishes a unit whose synchronous work (a cancellable `.send`) the store did itself.
@@ -529,7 +540,7 @@ import Synchronization
   /// Finishes a unit whose job will not run it.
   @inline(never)
   func abandon(_ token: any EffectUnit) {
-    Self.resume(self.guarded.withLock { $0.machine.abandon(token.id) })
+    Self.resume(self.guarded.withLock { $0.machine.abandon(unit: token) })
   }
 
   // MARK: - Cancelling
@@ -580,12 +591,16 @@ import Synchronization
       self.offerSpareTimer(timer)
     }
     Self.resume(cancellation.resumptions)
-    guard !cancellation.tasks.isEmpty else { return }
-    for (_, slot) in cancellation.tasks {
-      slot.cancel()
+    if !cancellation.tasks.isEmpty {
+      for (_, slot) in cancellation.tasks { slot.cancel() }
+      let ids = cancellation.tasks.map(\.0)
+      Self.resume(self.guarded.withLock { $0.machine.unpin(ids) })
     }
-    let ids = cancellation.tasks.map(\.0)
-    Self.resume(self.guarded.withLock { $0.machine.unpin(ids) })
+    if !cancellation.listedTasks.isEmpty {
+      for (_, slot) in cancellation.listedTasks { slot.cancel() }
+      let units = cancellation.listedTasks.map(\.0)
+      Self.resume(self.guarded.withLock { $0.machine.unpinListed(units) })
+    }
   }
 
   private static func resume(_ resumptions: Resumptions<UnsafeContinuation<Void, Never>>) {

@@ -66,6 +66,11 @@ extension EffectUnit {
   /// The unit belongs to an effect marked ``Effect/cancelledOnShutdown()``: a graceful shutdown
   /// cancels it at once.
   @usableFromInline static let cancelledOnShutdown: UInt8 = 16
+  /// The unit is a listed ``RunUnit``: the state machine keeps it in its list of runs, and its
+  /// task starts it without the supervisor's lock (``RunUnit/startUnlocked(in:)``).
+  @usableFromInline static let startsUnlocked: UInt8 = 32
+  /// A listed ``RunUnit`` whose task started it: its handle is in the unit.
+  @usableFromInline static let running: UInt8 = 64
 }
 
 /// A unit's flags and lifetime, in a class that is not generic: an ``EffectToken`` is one, and a
@@ -98,6 +103,67 @@ extension EffectUnit {
   @usableFromInline final func insertFlags(_ flags: UInt8) {
     self.flags.bitwiseOr(flags, ordering: .acquiringAndReleasing)
   }
+
+  /// Sets `flags` unless one of `refused` is set, in one atomic step; whether it did.
+  final func insertFlags(_ flags: UInt8, unless refused: UInt8) -> Bool {
+    var current = self.flags.load(ordering: .relaxed)
+    while current & refused == 0 {
+      let (exchanged, original) = self.flags.compareExchange(
+        expected: current,
+        desired: current | flags,
+        ordering: .acquiringAndReleasing
+      )
+      if exchanged { return true }
+      current = original
+    }
+    return false
+  }
+
+  /// Marks the unit cancelled; returns its flags from just before.
+  final func markCancelledReadingFlags() -> UInt8 {
+    self.flags.bitwiseOr(UnitFlags.cancelled, ordering: .acquiringAndReleasing).oldValue
+  }
+}
+
+/// The unit of a `.run` (``RunJob``, which is generic, extends it): with room for the handle of
+/// the task that runs it, and for its place in the state machine's list of runs.
+///
+/// A `.run` the planner returned directly with no cancellation identifier (most are: a session's
+/// persist, a log line) is *listed* (``UnitFlags/startsUnlocked``): the state machine keeps it in
+/// an intrusive list instead of a record in its map, and its task starts it without the
+/// supervisor's lock. The task records its handle here, then sets ``UnitFlags/running`` unless the
+/// unit was cancelled first (``startUnlocked(in:)``). A canceller, under the lock, marks the unit
+/// cancelled and reads the flags from just before in the same atomic step: either the task had
+/// started (and its handle is here to cancel) or it will find the unit cancelled and not run it.
+/// Before, each of these `.run`s took the lock once more to start, and was a record moved in and
+/// out of the machine's map (DESIGN.md, *A lone `.run` is listed, not recorded*).
+// Safety: `slotBits` and the flags are atomic; `next`, `previous` and `pins` are read and written
+// only by the effect state machine, whose every method runs under its supervisor's lock (or, in
+// its tests, on one thread). Not final: `RunJob` extends it.
+@usableFromInline class RunUnit: UnitBase, @unchecked Sendable {
+  private final let slotBits = Atomic<UInt>(0)
+  /// The next unit in the machine's list (which holds one retain of each unit in it).
+  final var next: Unmanaged<RunUnit>?
+  /// The previous unit in the machine's list; `nil` for its first.
+  final var previous: Unmanaged<RunUnit>?
+  /// Cancellers between reading the task's handle and calling `cancel()` on it.
+  final var pins: UInt32 = 0
+
+  /// Starts the unit in the task whose handle's bits are `bits`, unless it was cancelled or has
+  /// finished; `false` then.
+  final func startUnlocked(in bits: UInt) -> Bool {
+    self.slotBits.store(bits, ordering: .relaxed)
+    return self.insertFlags(
+      UnitFlags.running,
+      unless: UnitFlags.cancelled | UnitFlags.finished
+    )
+  }
+
+  /// The bits of the handle of the task the unit started in (read after the flags showed
+  /// ``UnitFlags/running``, which orders the store before this read).
+  final var runningSlotBits: UInt {
+    self.slotBits.load(ordering: .relaxed)
+  }
 }
 
 /// A unit that is not a job of its own: a step of a plan, a cancellable `.send`, or a
@@ -111,14 +177,23 @@ extension EffectUnit {
 /// spare bits, so a set of two identities (``EffectIDs``) fits in 16 bytes with its case, where
 /// two `ObjectIdentifier`s took 17 (24 with padding) in every lifetime record and identifier
 /// entry.
-// Safety: the reference is never used as one: no retain, no release, no load through it. Equality
-// and hashing read its bits (`toOpaque()`), as `ObjectIdentifier` would; so it may outlive its
-// unit, and be read on any thread, as an `ObjectIdentifier` may.
+// Safety: the reference is never used as one (no retain, no release, no load through it) but by
+// `listedUnit()`, whose callers hold the unit alive (see there). Equality and hashing read its
+// bits (`toOpaque()`), as `ObjectIdentifier` would; so it may outlive its unit, and be read on any
+// thread, as an `ObjectIdentifier` may.
 struct EffectID: Hashable, @unchecked Sendable {
   private let unit: Unmanaged<AnyObject>
 
   init(_ unit: any EffectUnit) {
     self.unit = Unmanaged.passUnretained(unit)
+  }
+
+  /// The listed unit this is the identity of.
+  ///
+  /// Call only with the identity of a unit in the state machine's list of runs, under its lock:
+  /// the list holds the unit, so the reference is valid (``EffectStateMachine``).
+  func listedUnit() -> RunUnit {
+    Unmanaged<RunUnit>.fromOpaque(self.unit.toOpaque()).takeUnretainedValue()
   }
 
   static func == (lhs: EffectID, rhs: EffectID) -> Bool {

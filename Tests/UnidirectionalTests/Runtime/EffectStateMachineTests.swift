@@ -250,6 +250,165 @@ import Testing
     #expect(!again.ended && again.cancellation.tasks.isEmpty)
   }
 
+  // MARK: - Listed units (a `.run` with no identifier)
+
+  /// A `.run`'s unit as the planner makes it when it has no identifier: listed.
+  private func listedUnit(lifetime: (any EffectUnit)? = nil) -> RunUnit {
+    let unit = RunUnit(lifetime: lifetime)
+    unit.insertFlags(UnitFlags.startsUnlocked)
+    return unit
+  }
+
+  @Test func aListedUnitStartsWithoutTheMachineAndFinishesItsLifetime() {
+    var machine = Machine()
+    let timer = EffectToken(lifetime: nil)
+    machine.register(timer, keys: [self.key])
+    let run = self.listedUnit(lifetime: timer)
+    machine.register(run, keys: [])
+    #expect(machine.liveCount == 2)
+    #expect(machine.count(under: self.key) == 1)
+    #expect(machine.wait(for: timer, "finish()") == nil)
+    // Its task starts it on its own: nothing in the machine changes.
+    #expect(run.startUnlocked(in: 7))
+    #expect(machine.runningUnit(where: { $0 == "task 7" }) == run.id)
+    #expect(machine.lifetime(timer, hasUnitRunningWhere: { $0 == "task 7" }))
+    guard case .finished(let none) = machine.finish(unit: run) else {
+      Issue.record("an unpinned listed unit did not finish")
+      return
+    }
+    #expect(none.isEmpty)  // the timer is still live in the lifetime
+    #expect(run.isFinished && !run.isCancelled)
+    #expect(machine.liveCount == 1)
+    guard case .run = machine.start(timer.id, in: "timer task"),
+      case .finished(let resumptions) = machine.finish(timer.id)
+    else {
+      Issue.record("the timer's unit did not run")
+      return
+    }
+    #expect(resumptions.all == ["finish()"])
+    #expect(machine.isFinished(timer) && machine.isIdle)
+  }
+
+  @Test func aListedUnitCancelledBeforeItsTaskStartsItDoesNotRun() {
+    var machine = Machine()
+    let run = self.listedUnit()
+    machine.register(run, keys: [])
+    #expect(machine.wait(for: run, "finish()") == nil)
+    let cancellation = machine.cancel(lifetime: run)
+    #expect(cancellation.tasks.isEmpty && cancellation.listedTasks.isEmpty)
+    #expect(cancellation.resumptions.all == ["finish()"])
+    #expect(run.isCancelled && run.isFinished)
+    // Its task comes too late: it does not start, and settling it again does nothing.
+    #expect(!run.startUnlocked(in: 7))
+    #expect(machine.skipListed(run).isEmpty)
+    #expect(machine.liveCount == 0 && machine.isIdle)
+  }
+
+  @Test func aTaskThatFindsItsListedUnitCancelledButNotFinishedFinishesIt() {
+    var machine = Machine()
+    let run = self.listedUnit()
+    machine.register(run, keys: [])
+    #expect(machine.wait(for: run, "finish()") == nil)
+    run.markCancelled()  // as if by a canceller between its two steps
+    #expect(!run.startUnlocked(in: 7))
+    #expect(machine.skipListed(run).all == ["finish()"])
+    #expect(run.isFinished && machine.isIdle)
+  }
+
+  @Test func cancellingARunningListedUnitPinsItsTaskUntilTheCancellerIsDone() {
+    var machine = Machine()
+    let run = self.listedUnit()
+    machine.register(run, keys: [])
+    #expect(run.startUnlocked(in: 7))
+    let cancellation = machine.cancel(lifetime: run)
+    #expect(cancellation.tasks.isEmpty)
+    #expect(cancellation.listedTasks.map(\.1) == ["task 7"])
+    #expect(run.isCancelled && !run.isFinished)
+    // Cancelling again takes no second pin.
+    #expect(machine.cancel(lifetime: run).listedTasks.isEmpty)
+    guard case .waitForCancellers = machine.finish(unit: run) else {
+      Issue.record("a pinned listed unit finished")
+      return
+    }
+    #expect(machine.parkFinishing(unit: run, waiter: "finishing task") == nil)
+    #expect(machine.unpinListed(cancellation.listedTasks.map(\.0)).all == ["finishing task"])
+    guard case .finished = machine.finish(unit: run) else {
+      Issue.record("an unpinned listed unit did not finish")
+      return
+    }
+    #expect(run.isFinished && machine.isIdle)
+    // Unpinning a unit with no pin does nothing.
+    #expect(machine.unpinListed([run]).isEmpty)
+  }
+
+  @Test func aListedFinishingTaskParkedAfterTheCancellerWasDoneGoesOnAtOnce() {
+    var machine = Machine()
+    let run = self.listedUnit()
+    machine.register(run, keys: [])
+    #expect(run.startUnlocked(in: 7))
+    let cancellation = machine.cancel(lifetime: run)
+    guard case .waitForCancellers = machine.finish(unit: run) else { return }
+    #expect(machine.unpinListed(cancellation.listedTasks.map(\.0)).isEmpty)
+    #expect(machine.parkFinishing(unit: run, waiter: "finishing task") == "finishing task")
+  }
+
+  @Test func shuttingDownCancelsListedUnitsRunningOrNot() {
+    var machine = Machine()
+    let running = self.listedUnit()
+    let pending = self.listedUnit()
+    let marked = self.listedUnit()
+    marked.insertFlags(UnitFlags.cancelledOnShutdown)
+    for unit in [running, pending, marked] { machine.register(unit, keys: []) }
+    #expect(running.startUnlocked(in: 1))
+    // A graceful shutdown cancels only the marked one.
+    let draining = machine.cancelMarkedForShutdown()
+    #expect(draining.listedTasks.isEmpty && marked.isFinished)
+    #expect(!pending.isCancelled && !running.isCancelled)
+    let shutDown = machine.shutDown()
+    #expect(shutDown.cancellation.listedTasks.map(\.1) == ["task 1"])
+    #expect(pending.isCancelled && pending.isFinished)
+    #expect(running.isCancelled && !running.isFinished)
+    #expect(machine.liveCount == 1)
+    // One registered after shutdown is born cancelled, and never listed.
+    let late = self.listedUnit()
+    machine.register(late, keys: [])
+    #expect(late.isFinished && machine.liveCount == 1)
+    _ = machine.unpinListed([running])
+    guard case .finished = machine.finish(unit: running) else { return }
+    #expect(machine.isIdle)
+  }
+
+  @Test func abandoningAListedUnitFinishesItOnlyIfItDidNotStart() {
+    var machine = Machine()
+    let started = self.listedUnit()
+    let abandoned = self.listedUnit()
+    machine.register(started, keys: [])
+    machine.register(abandoned, keys: [])
+    #expect(started.startUnlocked(in: 1))
+    #expect(machine.wait(for: abandoned, "waiter") == nil)
+    #expect(machine.abandon(unit: abandoned).all == ["waiter"])
+    #expect(abandoned.isCancelled && abandoned.isFinished)
+    #expect(machine.abandon(unit: started).isEmpty)
+    #expect(!started.isFinished && machine.liveCount == 1)
+    #expect(machine.unit(started.id) === started)
+  }
+
+  @Test func cancellingEverythingReachesListedUnitsInAnyPlaceOfTheList() {
+    var machine = Machine()
+    let units = (0..<5).map { _ in self.listedUnit() }
+    for unit in units { machine.register(unit, keys: []) }
+    // The middle, the first and the last ones finish first: the list stays linked.
+    for index in [2, 4, 0] {
+      #expect(units[index].startUnlocked(in: UInt(index + 1)))
+      guard case .finished = machine.finish(unit: units[index]) else { return }
+    }
+    #expect(machine.liveCount == 2)
+    let cancellation = machine.cancelAll()
+    #expect(cancellation.listedTasks.isEmpty)
+    #expect(units.allSatisfy { $0.isFinished })
+    #expect(machine.isIdle)
+  }
+
   @Test func shuttingDownWithNoTaskAliveEndsAtOnce() {
     var machine = Machine()
     #expect(machine.shutDown().ended)
@@ -351,5 +510,18 @@ import Testing
       line: 0,
       column: 0
     )
+  }
+}
+
+// The machine's tests stand for task handles with strings and numbers.
+extension String: UnitSlot {
+  init(unitSlotBits bits: UInt) {
+    self = "task \(bits)"
+  }
+}
+
+extension Int: UnitSlot {
+  init(unitSlotBits bits: UInt) {
+    self = Int(bitPattern: bits)
   }
 }
