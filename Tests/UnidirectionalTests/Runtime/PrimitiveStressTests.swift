@@ -63,4 +63,41 @@ import Testing
     #expect(store.registeredIdentifierCount == 0)
     #expect(await store.state == rounds)
   }
+
+  /// The same race for `.run`s with no identifier, which their tasks start without the lock
+  /// (`RunUnit`): each send's `StoreTask.cancel()` races its effect's start and its end.
+  @Test func cancellersRacingListedEffectsThatStartAndEndNeverTouchAnEndedTask() async {
+    let store = Store(initialState: 0) {
+      Reduce<Int, Int> { state, id in
+        state += 1
+        return .run { _ in
+          var spin = 0
+          for index in 0..<(id * 37 % 200) { spin &+= index }
+          _ = spin
+        }
+      }
+    }
+    let rounds = Int(4_000 * stressScale)
+    let (sent, continuation) = AsyncStream<StoreTask>.makeStream()
+    let tasks = await withTaskGroup(of: [StoreTask].self) { group in
+      group.addTask {
+        for index in 0..<rounds { continuation.yield(await store.send(index)) }
+        continuation.finish()
+        return []
+      }
+      group.addTask {
+        var tasks: [StoreTask] = []
+        for await task in sent {
+          task.cancel()
+          tasks.append(task)
+        }
+        return tasks
+      }
+      return await group.reduce(into: []) { $0 += $1 }
+    }
+    #expect(tasks.count == rounds)
+    for task in tasks { await task.finish() }
+    #expect(store.liveEffectCount == 0)
+    #expect(await store.state == rounds)
+  }
 }
