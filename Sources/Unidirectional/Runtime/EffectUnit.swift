@@ -177,10 +177,9 @@ extension EffectUnit {
 /// spare bits, so a set of two identities (``EffectIDs``) fits in 16 bytes with its case, where
 /// two `ObjectIdentifier`s took 17 (24 with padding) in every lifetime record and identifier
 /// entry.
-// Safety: the reference is never used as one (no retain, no release, no load through it) but by
-// `listedUnit()`, whose callers hold the unit alive (see there). Equality and hashing read its
-// bits (`toOpaque()`), as `ObjectIdentifier` would; so it may outlive its unit, and be read on any
-// thread, as an `ObjectIdentifier` may.
+// Safety: only `listedUnit()` loads through the reference, for callers that hold the unit alive;
+// equality and hashing read its bits (`toOpaque()`), so, like an `ObjectIdentifier`, it may
+// outlive its unit and be read on any thread.
 struct EffectID: Hashable, @unchecked Sendable {
   private let unit: Unmanaged<AnyObject>
 
