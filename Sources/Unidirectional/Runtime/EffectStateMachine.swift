@@ -215,6 +215,17 @@ struct EffectStateMachine<Job, Waiter, Slot: UnitSlot> {
     return units
   }
 
+  /// Lets go of every unit still listed, without finishing it: the owner's last word, when it is
+  /// itself let go of.
+  ///
+  /// None is listed by then in a store (a unit's task holds the supervisor until it has finished
+  /// the unit, and an abandoned one is finished at once); this keeps one left over from leaking.
+  mutating func releaseListed() {
+    while let first = self.runs {
+      self.unlink(first.takeUnretainedValue()).release()
+    }
+  }
+
   /// Whether the unit `id` is in the list (a walk: for an assertion).
   private func isListed(_ id: EffectID) -> Bool {
     var node = self.runs

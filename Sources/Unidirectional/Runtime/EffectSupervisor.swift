@@ -130,6 +130,7 @@ import Synchronization
 
   deinit {
     self.dropSpareTimer()
+    self.guarded.withLock { $0.machine.releaseListed() }
   }
 
   /// The executor effect tasks prefer (a test store's), if any.

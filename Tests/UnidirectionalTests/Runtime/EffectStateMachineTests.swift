@@ -350,6 +350,8 @@ import Testing
     guard case .waitForCancellers = machine.finish(unit: run) else { return }
     #expect(machine.unpinListed(cancellation.listedTasks.map(\.0)).isEmpty)
     #expect(machine.parkFinishing(unit: run, waiter: "finishing task") == "finishing task")
+    guard case .finished = machine.finish(unit: run) else { return }
+    #expect(run.isFinished && machine.isIdle)
   }
 
   @Test func shuttingDownCancelsListedUnitsRunningOrNot() {
@@ -391,6 +393,23 @@ import Testing
     #expect(machine.abandon(unit: started).isEmpty)
     #expect(!started.isFinished && machine.liveCount == 1)
     #expect(machine.unit(started.id) === started)
+    guard case .finished = machine.finish(unit: started) else { return }
+    #expect(machine.isIdle)
+  }
+
+  @Test func aMachineLetGoOfWithUnitsStillListedLetsGoOfThem() {
+    weak var leftOver: RunUnit?
+    do {
+      var machine = Machine()
+      let units = (0..<3).map { _ in self.listedUnit() }
+      for unit in units { machine.register(unit, keys: []) }
+      leftOver = units[1]
+      machine.releaseListed()
+      #expect(machine.liveCount == 0 && machine.isIdle)
+      // Unfinished, but no longer held by the machine.
+      #expect(units.allSatisfy { !$0.isFinished })
+    }
+    #expect(leftOver == nil)
   }
 
   @Test func cancellingEverythingReachesListedUnitsInAnyPlaceOfTheList() {
