@@ -228,12 +228,7 @@ struct EffectStateMachine<Job, Waiter, Slot: UnitSlot> {
 
   /// Whether the unit `id` is in the list (a walk: for an assertion).
   private func isListed(_ id: EffectID) -> Bool {
-    var node = self.runs
-    while let current = node {
-      if EffectID(current.takeUnretainedValue()) == id { return true }
-      node = current.takeUnretainedValue().next
-    }
-    return false
+    self.listedUnits.contains { $0.id == id }
   }
 
   /// The task running a listed unit, if its task has started it.

@@ -592,16 +592,18 @@ import Synchronization
       self.offerSpareTimer(timer)
     }
     Self.resume(cancellation.resumptions)
-    if !cancellation.tasks.isEmpty {
-      for (_, slot) in cancellation.tasks { slot.cancel() }
-      let ids = cancellation.tasks.map(\.0)
-      Self.resume(self.guarded.withLock { $0.machine.unpin(ids) })
-    }
-    if !cancellation.listedTasks.isEmpty {
-      for (_, slot) in cancellation.listedTasks { slot.cancel() }
-      let units = cancellation.listedTasks.map(\.0)
-      Self.resume(self.guarded.withLock { $0.machine.unpinListed(units) })
-    }
+    guard !cancellation.tasks.isEmpty || !cancellation.listedTasks.isEmpty else { return }
+    for (_, slot) in cancellation.tasks { slot.cancel() }
+    for (_, slot) in cancellation.listedTasks { slot.cancel() }
+    let ids = cancellation.tasks.map(\.0)
+    let units = cancellation.listedTasks.map(\.0)
+    Self.resume(
+      self.guarded.withLock { guarded in
+        var resumptions = guarded.machine.unpin(ids)
+        resumptions.append(contentsOf: guarded.machine.unpinListed(units))
+        return resumptions
+      }
+    )
   }
 
   private static func resume(_ resumptions: Resumptions<UnsafeContinuation<Void, Never>>) {
