@@ -72,6 +72,12 @@ public final class TestStore<State: Equatable & Sendable, Action: Sendable> {
   private var received: [StoreEvent<State, Action>] = []
   /// The state after the last asserted (or skipped) action.
   private var assertedState: State
+  /// The store's dependencies, as this test store last gave them to it.
+  ///
+  /// NB: kept here so that reading ``dependencies`` (every state assertion does, to run its
+  /// closure under them) is not a task on the executor to ask the store: that task was ~15% of a
+  /// `send` + `receive` step. Only this test store sets the store's dependencies.
+  private var storeDependencies: DependencyValues
   private let location: TestLocation
 
   /// How many times the test store waited for work outside its executor.
@@ -126,6 +132,7 @@ public final class TestStore<State: Equatable & Sendable, Action: Sendable> {
     self.executor = executor
     self.events = events
     self.assertedState = initialState
+    self.storeDependencies = dependencies
     self.location = TestLocation(fileID: fileID, filePath: filePath, line: line, column: column)
     self.store = store
     _ = XCTestRunObserver.shared
@@ -189,8 +196,11 @@ public final class TestStore<State: Equatable & Sendable, Action: Sendable> {
   /// await store.send(.stamp) { $0.stamp = Date(timeIntervalSince1970: 1) }
   /// ```
   public var dependencies: DependencyValues {
-    get { self.onExecutor { store in await store.dependencies } }
-    set { self.onExecutor { store in await store.setDependencies(newValue) } }
+    get { self.storeDependencies }
+    set {
+      self.onExecutor { store in await store.setDependencies(newValue) }
+      self.storeDependencies = newValue
+    }
   }
 
   /// Runs `operation` with ``dependencies`` changed by `update`, then restores them.

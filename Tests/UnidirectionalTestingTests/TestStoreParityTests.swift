@@ -163,6 +163,29 @@ private struct Stamps: Reducer {
     await store.send(.stamp) { $0.stamps.append(Date(timeIntervalSince1970: 2)) }
   }
 
+  @Test func stateAssertionsAndReadsSeeTheDependenciesAsLastChanged() async {
+    @Dependency(\.date) var date
+    let store = TestStore(initialState: Stamps.State(id: UUID())) {
+      Stamps()
+    } withDependencies: {
+      $0.date = .constant(Date(timeIntervalSince1970: 1))
+    }
+    #expect(store.dependencies.date.now == Date(timeIntervalSince1970: 1))
+    #expect(store.dependencies.context == .test)
+    store.dependencies.date = .constant(Date(timeIntervalSince1970: 2))
+    #expect(store.dependencies.date.now == Date(timeIntervalSince1970: 2))
+    await store.send(.stamp) { $0.stamps = [date.now] }
+    #expect(store.state.stamps == [Date(timeIntervalSince1970: 2)])
+    await store.withDependencies {
+      $0.date = .constant(Date(timeIntervalSince1970: 3))
+    } operation: {
+      #expect(store.dependencies.date.now == Date(timeIntervalSince1970: 3))
+      await store.send(.stamp) { $0.stamps.append(date.now) }
+    }
+    #expect(store.dependencies.date.now == Date(timeIntervalSince1970: 2))
+    #expect(store.state.stamps == [Date(timeIntervalSince1970: 2), Date(timeIntervalSince1970: 3)])
+  }
+
   @Test func withExhaustivityAppliesOnlyInside() async {
     let clock = TestClock()
     let issues = await collectingIssues {
