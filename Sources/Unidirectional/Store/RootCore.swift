@@ -428,14 +428,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
   @usableFromInline
   func recordOrigin(of lifetime: any EffectUnit, action: Action, location: SourceLocation) {
     self.supervisor?.setOrigin(
-      EffectOrigin(
-        sequence: self.nextOriginSequence(),
-        action: debugDescription(of: action),
-        fileID: "\(location.fileID)",
-        filePath: "\(location.filePath)",
-        line: Int(location.line),
-        column: Int(location.column)
-      ),
+      EffectOrigin(sequence: self.nextOriginSequence(), action: action, location: location),
       of: lifetime
     )
   }
