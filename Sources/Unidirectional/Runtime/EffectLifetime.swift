@@ -20,69 +20,19 @@ struct LifetimeID: Hashable, Sendable {
 package struct EffectOrigin: Sendable {
   /// The order in which the actions were sent.
   package var sequence: Int
-  private let source: Source
-
-  private enum Source: Sendable {
-    case sent(action: any Sendable, location: SourceLocation)
-    case described(action: String, fileID: String, filePath: String, line: Int, column: Int)
-  }
+  private let sentAction: any Sendable
+  private let location: SourceLocation
 
   init(sequence: Int, action: any Sendable, location: SourceLocation) {
     self.sequence = sequence
-    self.source = .sent(action: action, location: location)
-  }
-
-  package init(
-    sequence: Int,
-    action: String,
-    fileID: String,
-    filePath: String,
-    line: Int,
-    column: Int
-  ) {
-    self.sequence = sequence
-    self.source = .described(
-      action: action,
-      fileID: fileID,
-      filePath: filePath,
-      line: line,
-      column: column
-    )
+    self.sentAction = action
+    self.location = location
   }
 
   /// The action, as a test's diagnostics print it (`.increment`).
-  package var action: String {
-    switch self.source {
-    case .sent(let action, _): debugDescription(of: action)
-    case .described(let action, _, _, _, _): action
-    }
-  }
-
-  package var fileID: String {
-    switch self.source {
-    case .sent(_, let location): "\(location.fileID)"
-    case .described(_, let fileID, _, _, _): fileID
-    }
-  }
-
-  package var filePath: String {
-    switch self.source {
-    case .sent(_, let location): "\(location.filePath)"
-    case .described(_, _, let filePath, _, _): filePath
-    }
-  }
-
-  package var line: Int {
-    switch self.source {
-    case .sent(_, let location): Int(location.line)
-    case .described(_, _, _, let line, _): line
-    }
-  }
-
-  package var column: Int {
-    switch self.source {
-    case .sent(_, let location): Int(location.column)
-    case .described(_, _, _, _, let column): column
-    }
-  }
+  package var action: String { debugDescription(of: self.sentAction) }
+  package var fileID: String { "\(self.location.fileID)" }
+  package var filePath: String { "\(self.location.filePath)" }
+  package var line: Int { Int(self.location.line) }
+  package var column: Int { Int(self.location.column) }
 }

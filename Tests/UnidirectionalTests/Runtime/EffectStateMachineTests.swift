@@ -521,13 +521,11 @@ import Testing
   }
 
   private static func origin(_ sequence: Int, _ action: String) -> EffectOrigin {
+    // NB: a `String` action is described as itself.
     EffectOrigin(
       sequence: sequence,
       action: action,
-      fileID: "",
-      filePath: "",
-      line: 0,
-      column: 0
+      location: SourceLocation(fileID: "", filePath: "", line: 0, column: 0)
     )
   }
 }
