@@ -432,9 +432,4 @@ public final actor Store<State: Sendable, Action: Sendable> {
   package func setDependencies(_ dependencies: DependencyValues) {
     self.root?.dependencies = DependencyBox.make(dependencies)
   }
-
-  /// The dependencies the reducer runs under.
-  package var dependencies: DependencyValues {
-    self.root?.dependencies.values ?? DependencyValues()
-  }
 }
