@@ -19,7 +19,7 @@ struct LifetimeID: Hashable, Sendable {
 /// store records origins.)
 package struct EffectOrigin: Sendable {
   /// The order in which the actions were sent.
-  package var sequence: Int
+  package let sequence: Int
   private let sentAction: any Sendable
   private let location: SourceLocation
 
