@@ -22,6 +22,7 @@ let package = Package(
   dependencies: [
     .package(path: ".."),
     .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+    .package(url: "https://github.com/apple/swift-http-types.git", from: "1.4.0"),
     .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
@@ -35,6 +36,7 @@ let package = Package(
       name: "UnidirectionalServer",
       dependencies: [
         .product(name: "Unidirectional", package: core),
+        .product(name: "Hummingbird", package: "hummingbird"),
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         .product(name: "Logging", package: "swift-log"),
         .product(name: "Metrics", package: "swift-metrics"),
@@ -62,6 +64,7 @@ let package = Package(
         "UnidirectionalServer", "UnidirectionalSQLite", "UnidirectionalPostgres",
         .product(name: "Unidirectional", package: core),
         .product(name: "Hummingbird", package: "hummingbird"),
+        .product(name: "HTTPTypes", package: "swift-http-types"),
         .product(name: "AsyncHTTPClient", package: "async-http-client"),
         .product(name: "PostgresNIO", package: "postgres-nio"),
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -94,6 +97,7 @@ let package = Package(
         "UnidirectionalPostgres",
         .product(name: "Unidirectional", package: core),
         .product(name: "HummingbirdTesting", package: "hummingbird"),
+        .product(name: "HTTPTypes", package: "swift-http-types"),
         .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
         .product(name: "InMemoryLogging", package: "swift-log"),
         .product(name: "MetricsTestKit", package: "swift-metrics"),

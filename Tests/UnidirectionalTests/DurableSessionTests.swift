@@ -140,10 +140,11 @@ private struct DiskFull: Error, CustomStringConvertible {
     }
     #expect(activation?.key == "bob")
     #expect(activation?.message.contains("disk full") == true)
-    // The database comes back: the next send saves everything reduced so far.
+    // The database comes back. The store that held the unsaved 2 was discarded (memory never
+    // keeps what storage refused): the next send starts from the last saved state.
     instances.storage.failOperations(with: nil)
     try await instances.a.send(.append(3), to: "alice")
-    #expect(instances.storage.storedState(for: "alice")?.applied == [1, 2, 3])
+    #expect(instances.storage.storedState(for: "alice")?.applied == [1, 3])
     try await instances.a.send(.append(1), to: "bob")
     await instances.shutdown()
   }
@@ -155,12 +156,12 @@ private struct DiskFull: Error, CustomStringConvertible {
     let error = await #expect(throws: SessionError.self) {
       try await instances.a.send(.append(1), to: "alice")
     }
-    guard case .storageFailed(let key, let message) = error else {
-      Issue.record("expected .storageFailed, got \(String(describing: error))")
+    guard case .stateUnreadable(let key, _, let message) = error else {
+      Issue.record("expected .stateUnreadable, got \(String(describing: error))")
       return
     }
     #expect(key == "alice")
-    #expect(message.contains("cannot be read"))
+    #expect(message.contains("no longer decodes"))
     #expect(instances.storage.storedState(for: "alice")?.applied == [7])
     #expect(instances.a.liveCount == 0)
     // Other keys are served.

@@ -426,6 +426,14 @@ final class GatedStorage<Key: Hashable & Sendable, State: Sendable>: SessionStor
     return try await self.base.save(writes, owner: owner)
   }
 
+  func load(_ key: Key) async throws -> State? {
+    try await self.base.load(key)
+  }
+
+  func erase(_ key: Key, token: UInt64?, owner: String) async throws -> SessionSaveResult {
+    try await self.base.erase(key, token: token, owner: owner)
+  }
+
   func renew(_ leases: [SessionLease<Key>], owner: String) async throws -> [Key] {
     try await self.base.renew(leases, owner: owner)
   }

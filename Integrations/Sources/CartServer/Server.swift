@@ -12,12 +12,6 @@ import UnidirectionalServer
 /// The carts of a running server: a registry of `Cart` stores, one per customer.
 typealias Carts = StoreRegistry<String, Cart>
 
-/// `POST /carts/{customer}/items`'s body.
-struct AddItem: Decodable {
-  var item: String
-  var quantity: Int
-}
-
 /// Where carts are kept, from `--storage`.
 enum StorageChoice: Sendable, Equatable {
   case memory
@@ -64,113 +58,6 @@ enum StorageChoice: Sendable, Equatable {
 struct UsageError: Error, CustomStringConvertible {
   let description: String
   init(_ description: String) { self.description = description }
-}
-
-/// The routes of the cart server over a registry.
-func makeRouter(carts: Carts) -> Router<BasicRequestContext> {
-  let router = Router()
-  router.get("/health") { _, _ in "ok" }
-  router.post("/carts/:customer/items") { request, context -> Response in
-    let customer = try context.parameters.require("customer")
-    let buffer = try await request.body.collect(upTo: 64 * 1024)
-    let add: AddItem
-    do {
-      add = try JSONDecoder().decode(AddItem.self, from: Data(buffer: buffer))
-    } catch {
-      return errorResponse(
-        .badRequest,
-        "the body must be {\"item\": String, \"quantity\": Int}: \(error)"
-      )
-    }
-    guard add.quantity >= 1 else {
-      return errorResponse(.badRequest, "quantity must be at least 1, not \(add.quantity)")
-    }
-    guard !add.item.isEmpty else { return errorResponse(.badRequest, "item must not be empty") }
-    return await respond {
-      try await carts.send(
-        .add(item: add.item, quantity: add.quantity),
-        to: customer,
-        reading: { $0 }
-      )
-    }
-  }
-  router.delete("/carts/:customer/items/:item") { _, context -> Response in
-    let customer = try context.parameters.require("customer")
-    let item = try context.parameters.require("item")
-    return await respond {
-      try await carts.send(.remove(item: item), to: customer, reading: { $0 })
-    }
-  }
-  router.get("/carts/:customer") { _, context -> Response in
-    let customer = try context.parameters.require("customer")
-    return await respond { try await carts.state(of: customer) }
-  }
-  router.get("/carts/:customer/events") { _, context -> Response in
-    let customer = try context.parameters.require("customer")
-    var store: Store<Cart.State, Cart.Action>?
-    for _ in 0..<3 where store == nil {
-      do {
-        _ = try await carts.state(of: customer)
-      } catch let error as SessionError {
-        return sessionErrorResponse(error)
-      }
-      store = await carts.liveStore(for: customer)
-    }
-    guard let store else {
-      return errorResponse(.serviceUnavailable, "the cart of '\(customer)' could not be activated")
-    }
-    return Response(
-      status: .ok,
-      headers: [.contentType: "text/event-stream", .cacheControl: "no-cache"],
-      body: ResponseBody { writer in
-        // NB: ends on graceful shutdown, before the server waits for open connections (an
-        // endless stream would hold the shutdown), or when the cart passivates.
-        for await state in store.states.cancelOnGracefulShutdown() {
-          let json = String(decoding: try JSONEncoder().encode(state), as: UTF8.self)
-          try await writer.write(ByteBuffer(string: "data: \(json)\n\n"))
-        }
-        try await writer.finish(nil)
-      }
-    )
-  }
-  return router
-}
-
-/// Runs `operation`, answering its cart as JSON, or the `SessionError` it threw.
-private func respond(_ operation: () async throws -> Cart.State) async -> Response {
-  do {
-    return jsonResponse(.ok, try await operation())
-  } catch let error as SessionError {
-    return sessionErrorResponse(error)
-  } catch {
-    return errorResponse(.internalServerError, "\(error)")
-  }
-}
-
-private func sessionErrorResponse(_ error: SessionError) -> Response {
-  switch error {
-  case .ownershipLost: errorResponse(.conflict, error.description)
-  case .shutDown, .storageFailed: errorResponse(.serviceUnavailable, error.description)
-  }
-}
-
-private struct ErrorBody: Encodable {
-  var error: String
-}
-
-private func jsonResponse(_ status: HTTPResponse.Status, _ value: some Encodable) -> Response {
-  let encoder = JSONEncoder()
-  encoder.outputFormatting = .sortedKeys
-  let data = (try? encoder.encode(value)) ?? Data("{}".utf8)
-  return Response(
-    status: status,
-    headers: [.contentType: "application/json"],
-    body: ResponseBody(byteBuffer: ByteBuffer(data: data))
-  )
-}
-
-private func errorResponse(_ status: HTTPResponse.Status, _ message: String) -> Response {
-  jsonResponse(status, ErrorBody(error: message))
 }
 
 /// The server's options.

@@ -11,20 +11,23 @@ import Unidirectional
 ///   client: postgresClient, table: "carts", leaseDuration: .seconds(10))
 /// ```
 ///
-/// - One row per key: the state (JSON, with its encoding version), and the lease: its owner, its
-///   expiry and its fencing token.
+/// - One row per key: the state (JSON, with the app's `stateVersion` and the session's idempotency
+///   keys), and the lease: its owner, its expiry and its fencing token.
 /// - Lease times are the database server's (`now()`), so instances on different machines agree.
 /// - A save checks the token in the same statement that writes (`UPDATE … WHERE token = …`): a
 ///   stale owner can never overwrite. A batch of saves is one statement.
-/// - The table is created at start, or checked: a table with other columns is refused, naming
-///   the difference.
+/// - The table is created at start, or upgraded in place from an earlier release's, under an
+///   advisory lock (instances starting together on a new database all start), then checked: a
+///   table with other columns is refused, naming the difference.
+/// - An older stored state is migrated on activation (`migrate`) and saved at the current version;
+///   a newer one, or one that does not decode or migrate, throws ``SessionStateUnreadable`` for its
+///   key and is left as it is.
+/// - A state past ``maximumStateSize`` is refused on its own; the rest of its batch is saved.
 ///
 /// The client must be running (`client.run()`, or as a service of the server's group).
 public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codable & Sendable>:
   SessionStorage
 {
-  /// The version of the stored encoding (JSON of `State`).
-  public static var encodingVersion: Int32 { 1 }
   /// The longest key this storage takes, in UTF-8 bytes.
   public static var maximumKeyLength: Int { 1_024 }
   /// The largest encoded state this storage takes, in bytes.
@@ -34,26 +37,47 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
   public let leaseDuration: Duration
   /// Four saves in flight at once: their round trips to the server overlap.
   public var concurrentSaves: Int { 4 }
+  /// The version of `State` this app reads and writes; rows are stored with it.
+  public let stateVersion: Int
+  private let migrate: (@Sendable (StoredState) throws -> State)?
   private let client: PostgresClient
   private let table: String
   private let logger: Logger
 
-  /// Connects to the table (creating it if it does not exist).
+  /// Connects to the table (creating or upgrading it).
   ///
+  /// - Parameters:
+  ///   - client: A running client (`client.run()`, or a service of the server's group).
+  ///   - table: The table's name (lowercase letters, digits and `_`).
+  ///   - leaseDuration: How long a lease lasts without renewal.
+  ///   - stateVersion: The version of `State` this app reads and writes (1 for the first).
+  ///   - logger: Where the storage's queries log; none by default.
+  ///   - migrate: Turns a state stored at an older version into the current one; `nil` refuses
+  ///     older states.
   /// - Throws: ``PostgresSessionStorageError`` when the database cannot be reached (naming the
   ///   connection) or the table's schema differs.
   public init(
     client: PostgresClient,
     table: String = "sessions",
     leaseDuration: Duration = .seconds(10),
-    logger: Logger = Logger(label: "unidirectional.postgres")
+    stateVersion: Int = 1,
+    logger: Logger = Logger(
+      label: "unidirectional.postgres",
+      factory: { _ in SwiftLogNoOpLogHandler() }
+    ),
+    migrate: (@Sendable (StoredState) throws -> State)? = nil
   ) async throws {
     guard table.range(of: "^[a-z_][a-z0-9_]{0,62}$", options: .regularExpression) != nil else {
       throw PostgresSessionStorageError.invalidTable(table)
     }
+    guard stateVersion >= 1 else {
+      throw PostgresSessionStorageError.invalidStateVersion(stateVersion)
+    }
     self.client = client
     self.table = table
     self.leaseDuration = leaseDuration
+    self.stateVersion = stateVersion
+    self.migrate = migrate
     self.logger = logger
     try await self.createOrCheckSchema()
   }
@@ -61,36 +85,53 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
   private static var columns: [String] {
     [
       "key text", "state bytea", "encoding_version integer", "owner text",
-      "lease_expires_at timestamp with time zone", "token bigint",
+      "lease_expires_at timestamp with time zone", "token bigint", "idempotency_keys bytea",
     ]
   }
 
   private func createOrCheckSchema() async throws {
+    let table = self.table
     do {
-      try await self.client.query(
-        """
-        CREATE TABLE IF NOT EXISTS \(unescaped: self.table) (
-          key text PRIMARY KEY,
-          state bytea,
-          encoding_version integer NOT NULL DEFAULT 1,
-          owner text,
-          lease_expires_at timestamptz NOT NULL DEFAULT 'epoch',
-          token bigint NOT NULL DEFAULT 0
+      // NB: concurrent `CREATE TABLE IF NOT EXISTS` is not safe in PostgreSQL (two instances
+      // starting together on a new database: one fails on a unique index of the catalog). An
+      // advisory lock held for the transaction makes the instances create or upgrade in turn.
+      let found = try await self.client.withTransaction(logger: self.logger) { connection in
+        try await connection.query(
+          "SELECT pg_advisory_xact_lock(hashtext(\("unidirectional.schema." + table)))",
+          logger: self.logger
         )
-        """,
-        logger: self.logger
-      )
-      let rows = try await self.client.query(
-        """
-        SELECT column_name, data_type FROM information_schema.columns
-        WHERE table_name = \(self.table) AND table_schema = current_schema()
-        ORDER BY ordinal_position
-        """,
-        logger: self.logger
-      )
-      var found: [String] = []
-      for try await (name, type) in rows.decode((String, String).self) {
-        found.append("\(name) \(type)")
+        try await connection.query(
+          """
+          CREATE TABLE IF NOT EXISTS \(unescaped: table) (
+            key text PRIMARY KEY,
+            state bytea,
+            encoding_version integer NOT NULL DEFAULT 1,
+            owner text,
+            lease_expires_at timestamptz NOT NULL DEFAULT 'epoch',
+            token bigint NOT NULL DEFAULT 0,
+            idempotency_keys bytea
+          )
+          """,
+          logger: self.logger
+        )
+        // The first release's table gains the columns that came since; its rows stay.
+        try await connection.query(
+          "ALTER TABLE \(unescaped: table) ADD COLUMN IF NOT EXISTS idempotency_keys bytea",
+          logger: self.logger
+        )
+        let rows = try await connection.query(
+          """
+          SELECT column_name, data_type FROM information_schema.columns
+          WHERE table_name = \(table) AND table_schema = current_schema()
+          ORDER BY ordinal_position
+          """,
+          logger: self.logger
+        )
+        var found: [String] = []
+        for try await (name, type) in rows.decode((String, String).self) {
+          found.append("\(name) \(type)")
+        }
+        return found
       }
       guard found == Self.columns else {
         throw PostgresSessionStorageError.schemaMismatch(
@@ -122,11 +163,13 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     return text
   }
 
-  /// Takes `key`'s lease for `owner` (free, expired or already `owner`'s) and loads its state, in
-  /// one statement.
+  /// Takes `key`'s lease for `owner` (free, expired or already `owner`'s) and loads its state.
+  ///
+  /// One statement; a state that cannot be read gives the lease back.
   public func acquire(_ key: Key, owner: String) async throws -> SessionAcquisition<State> {
     let text = try self.text(key)
     let lease = self.leaseMilliseconds
+    let acquired: (token: Int64, state: ByteBuffer?, version: Int32, keys: ByteBuffer?)?
     do {
       let rows = try await self.client.query(
         """
@@ -138,13 +181,16 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
           owner = excluded.owner,
           lease_expires_at = excluded.lease_expires_at
         WHERE t.owner IS NULL OR t.owner = excluded.owner OR t.lease_expires_at <= now()
-        RETURNING t.token, t.state, t.encoding_version
+        RETURNING t.token, t.state, t.encoding_version, t.idempotency_keys
         """,
         logger: self.logger
       )
-      var acquired: (Int64, ByteBuffer?, Int32)?
-      for try await row in rows.decode((Int64, ByteBuffer?, Int32).self) { acquired = row }
-      guard let (token, state, version) = acquired else {
+      var found: (Int64, ByteBuffer?, Int32, ByteBuffer?)?
+      for try await row in rows.decode((Int64, ByteBuffer?, Int32, ByteBuffer?).self) {
+        found = row
+      }
+      acquired = found.map { (token: $0.0, state: $0.1, version: $0.2, keys: $0.3) }
+      if acquired == nil {
         let owners = try await self.client.query(
           "SELECT owner FROM \(unescaped: self.table) WHERE key = \(text)",
           logger: self.logger
@@ -153,28 +199,109 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
         for try await (current) in owners.decode(String?.self) { holder = current }
         return .heldBy(owner: holder ?? "another owner")
       }
-      guard let state else { return .acquired(token: UInt64(token), state: nil) }
-      guard version == Self.encodingVersion else {
-        throw PostgresSessionStorageError.unreadableState(
-          key: text,
-          reason:
-            "stored with encoding version \(version); this build reads \(Self.encodingVersion)"
+    } catch {
+      throw PostgresSessionStorageError.databaseUnavailable(describing(error))
+    }
+    guard let acquired else { return .heldBy(owner: "another owner") }
+    guard let state = acquired.state else {
+      return .acquired(token: UInt64(acquired.token), state: nil)
+    }
+    do {
+      let decoded = try self.readState(
+        text,
+        version: Int(acquired.version),
+        data: Data(buffer: state)
+      )
+      let keys = try acquired.keys.map {
+        try JSONDecoder().decode([String].self, from: Data(buffer: $0))
+      }
+      return .acquired(token: UInt64(acquired.token), state: decoded, idempotencyKeys: keys ?? [])
+    } catch {
+      // NB: the lease is given back, so another instance is not kept waiting on a key nobody
+      // can serve; the stored state is left as it is.
+      try? await self.release([SessionLease(key: key, token: UInt64(acquired.token))], owner: owner)
+      if let error = error as? SessionStateUnreadable { throw error }
+      throw SessionStateUnreadable(
+        key: text,
+        storedVersion: Int(acquired.version),
+        reason: "its idempotency keys do not decode: \(error)"
+      )
+    }
+  }
+
+  /// Reads `key`'s stored state without taking its lease; writes nothing.
+  public func load(_ key: Key) async throws -> State? {
+    let text = try self.text(key)
+    var stored: (ByteBuffer?, Int32)?
+    do {
+      let rows = try await self.client.query(
+        "SELECT state, encoding_version FROM \(unescaped: self.table) WHERE key = \(text)",
+        logger: self.logger
+      )
+      for try await row in rows.decode((ByteBuffer?, Int32).self) { stored = row }
+    } catch {
+      throw PostgresSessionStorageError.databaseUnavailable(describing(error))
+    }
+    guard let (state, version) = stored, let state else { return nil }
+    return try self.readState(text, version: Int(version), data: Data(buffer: state))
+  }
+
+  /// Deletes `key`'s row under `owner`'s lease (or, with no token, while no other owner holds an
+  /// unexpired one), in one statement.
+  public func erase(_ key: Key, token: UInt64?, owner: String) async throws -> SessionSaveResult {
+    let text = try self.text(key)
+    do {
+      let rows: PostgresRowSequence
+      if let token {
+        rows = try await self.client.query(
+          """
+          WITH gone AS (
+            DELETE FROM \(unescaped: self.table)
+            WHERE key = \(text) AND token = \(Int64(token)) AND owner = \(owner) RETURNING key
+          )
+          SELECT (SELECT count(*) FROM gone)::int8,
+            (SELECT count(*) FROM \(unescaped: self.table) WHERE key = \(text))::int8,
+            (SELECT owner FROM \(unescaped: self.table) WHERE key = \(text))
+          """,
+          logger: self.logger
+        )
+      } else {
+        rows = try await self.client.query(
+          """
+          WITH gone AS (
+            DELETE FROM \(unescaped: self.table)
+            WHERE key = \(text)
+              AND (owner IS NULL OR owner = \(owner) OR lease_expires_at <= now())
+            RETURNING key
+          )
+          SELECT (SELECT count(*) FROM gone)::int8,
+            (SELECT count(*) FROM \(unescaped: self.table) WHERE key = \(text))::int8,
+            (SELECT owner FROM \(unescaped: self.table) WHERE key = \(text))
+          """,
+          logger: self.logger
         )
       }
-      do {
-        let decoded = try JSONDecoder().decode(State.self, from: Data(buffer: state))
-        return .acquired(token: UInt64(token), state: decoded)
-      } catch {
-        throw PostgresSessionStorageError.unreadableState(key: text, reason: "\(error)")
+      for try await (deleted, rows, holder) in rows.decode((Int64, Int64, String?).self) {
+        // NB: the statement's snapshot still sees the deleted row: a deletion answers for itself.
+        if deleted == 1 || rows == 0 { return .saved }
+        return .staleToken(currentOwner: holder)
       }
-    } catch let error as PostgresSessionStorageError {
-      throw error
+      return .saved
     } catch {
       throw PostgresSessionStorageError.databaseUnavailable(describing(error))
     }
   }
 
-  /// Saves the batch in one statement; a write whose token is stale is refused.
+  /// Reads a stored row as the app's `State`: decoded, migrated, or refused.
+  private func readState(_ key: String, version: Int, data: Data) throws -> State {
+    try StoredState(version: version, bytes: Array(data)) { type, bytes in
+      try JSONDecoder().decode(type, from: Data(bytes))
+    }
+    .read(as: State.self, key: key, currentVersion: self.stateVersion, migrate: self.migrate)
+  }
+
+  /// Saves the batch in one statement; a write whose token is stale is refused, and one that does
+  /// not encode or is past ``maximumStateSize`` is refused on its own.
   public func save(
     _ writes: [SessionWrite<Key, State>],
     owner: String
@@ -182,45 +309,63 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     -> [SessionSaveResult]
   {
     let encoder = JSONEncoder()
+    var refusals: [Int: String] = [:]
     var keys: [String] = []
     var states: [ByteBuffer] = []
+    var windows: [ByteBuffer] = []
     var tokens: [Int64] = []
-    for write in writes {
-      let key = try self.text(write.key)
-      let data = try encoder.encode(write.state)
-      guard data.count <= Self.maximumStateSize else {
-        throw PostgresSessionStorageError.stateTooLarge(key: key, size: data.count)
+    for (index, write) in writes.enumerated() {
+      do {
+        let key = try self.text(write.key)
+        let data = try encoder.encode(write.state)
+        guard data.count <= Self.maximumStateSize else {
+          throw PostgresSessionStorageError.stateTooLarge(key: key, size: data.count)
+        }
+        let window = try encoder.encode(write.idempotencyKeys)
+        keys.append(key)
+        states.append(ByteBuffer(data: data))
+        windows.append(ByteBuffer(data: window))
+        tokens.append(Int64(write.token))
+      } catch {
+        refusals[index] = "\(error)"
       }
-      keys.append(key)
-      states.append(ByteBuffer(data: data))
-      tokens.append(Int64(write.token))
     }
+    var saved = Set<String>()
+    var current: [String: String] = [:]
     do {
-      let rows = try await self.client.query(
-        """
-        UPDATE \(unescaped: self.table) AS t
-        SET state = v.state, encoding_version = \(Self.encodingVersion)
-        FROM UNNEST(\(keys)::text[], \(states)::bytea[], \(tokens)::int8[]) AS v(key, state, token)
-        WHERE t.key = v.key AND t.token = v.token AND t.owner = \(owner)
-        RETURNING t.key
-        """,
-        logger: self.logger
-      )
-      var saved = Set<String>()
-      for try await key in rows.decode(String.self) { saved.insert(key) }
-      if saved.count == keys.count { return keys.map { _ in .saved } }
-      let stale = keys.filter { !saved.contains($0) }
-      let owners = try await self.client.query(
-        "SELECT key, owner FROM \(unescaped: self.table) WHERE key = ANY(\(stale)::text[])",
-        logger: self.logger
-      )
-      var current: [String: String] = [:]
-      for try await (key, holder) in owners.decode((String, String?).self) {
-        if let holder { current[key] = holder }
+      if !keys.isEmpty {
+        let rows = try await self.client.query(
+          """
+          UPDATE \(unescaped: self.table) AS t
+          SET state = v.state, encoding_version = \(Int32(self.stateVersion)),
+            idempotency_keys = v.keys
+          FROM UNNEST(\(keys)::text[], \(states)::bytea[], \(windows)::bytea[], \(tokens)::int8[])
+            AS v(key, state, keys, token)
+          WHERE t.key = v.key AND t.token = v.token AND t.owner = \(owner)
+          RETURNING t.key
+          """,
+          logger: self.logger
+        )
+        for try await key in rows.decode(String.self) { saved.insert(key) }
       }
-      return keys.map { saved.contains($0) ? .saved : .staleToken(currentOwner: current[$0]) }
+      let stale = keys.filter { !saved.contains($0) }
+      if !stale.isEmpty {
+        let owners = try await self.client.query(
+          "SELECT key, owner FROM \(unescaped: self.table) WHERE key = ANY(\(stale)::text[])",
+          logger: self.logger
+        )
+        for try await (key, holder) in owners.decode((String, String?).self) {
+          if let holder { current[key] = holder }
+        }
+      }
     } catch {
       throw PostgresSessionStorageError.databaseUnavailable(describing(error))
+    }
+    var written = keys.makeIterator()
+    return writes.indices.map { index in
+      if let reason = refusals[index] { return .refused(reason: reason) }
+      let key = written.next() ?? ""
+      return saved.contains(key) ? .saved : .staleToken(currentOwner: current[key])
     }
   }
 
@@ -247,11 +392,19 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     }
   }
 
-  /// Gives up the leases `owner` still holds.
+  /// Gives up the leases `owner` still holds; a key never saved leaves no row.
   public func release(_ leases: [SessionLease<Key>], owner: String) async throws {
     let keys = try leases.map { try self.text($0.key) }
     let tokens = leases.map { Int64($0.token) }
     do {
+      try await self.client.query(
+        """
+        DELETE FROM \(unescaped: self.table) AS t
+        USING UNNEST(\(keys)::text[], \(tokens)::int8[]) AS v(key, token)
+        WHERE t.key = v.key AND t.token = v.token AND t.owner = \(owner) AND t.state IS NULL
+        """,
+        logger: self.logger
+      )
       try await self.client.query(
         """
         UPDATE \(unescaped: self.table) AS t SET owner = NULL, lease_expires_at = 'epoch'
@@ -295,12 +448,12 @@ private func describing(_ error: any Error) -> String {
 public enum PostgresSessionStorageError: Error, CustomStringConvertible {
   /// The table name is not a plain lowercase identifier.
   case invalidTable(String)
+  /// A state version below 1.
+  case invalidStateVersion(Int)
   /// The database could not be reached, or a statement failed.
   case databaseUnavailable(String)
   /// The table exists with other columns.
   case schemaMismatch(table: String, expected: [String], found: [String])
-  /// A stored state does not decode (or has another encoding version); it was left as it is.
-  case unreadableState(key: String, reason: String)
   /// A key longer than ``PostgresSessionStorage/maximumKeyLength``.
   case keyTooLong(key: String, length: Int)
   /// A state larger than ``PostgresSessionStorage/maximumStateSize`` once encoded.
@@ -311,6 +464,8 @@ public enum PostgresSessionStorageError: Error, CustomStringConvertible {
     switch self {
     case .invalidTable(let table):
       "'\(table)' is not a valid table name (lowercase letters, digits and '_', at most 63)"
+    case .invalidStateVersion(let version):
+      "the state version must be at least 1, not \(version)"
     case .databaseUnavailable(let reason):
       "the PostgreSQL database failed: \(reason)"
     case .schemaMismatch(let table, let expected, let found):
@@ -318,8 +473,6 @@ public enum PostgresSessionStorageError: Error, CustomStringConvertible {
       the table '\(table)' has columns [\(found.joined(separator: ", "))]; expected \
       [\(expected.joined(separator: ", "))]: use another table, or migrate this one
       """
-    case .unreadableState(let key, let reason):
-      "the stored state of '\(key)' cannot be read (\(reason)); it was left as it is"
     case .keyTooLong(let key, let length):
       "the key '\(key)…' is \(length) bytes long; Postgres sessions take keys up to 1024 bytes"
     case .stateTooLarge(let key, let size):

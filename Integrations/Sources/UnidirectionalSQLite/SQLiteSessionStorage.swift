@@ -12,16 +12,21 @@ import Unidirectional
 ///
 /// - The file is created on first use, in WAL mode with `synchronous = FULL`: a save is
 ///   acknowledged once it is on disk, and survives a crash of the process (and of the machine).
-/// - Each batch of saves is one transaction.
-/// - A state is stored as JSON with its encoding version (``encodingVersion``); a row with another
-///   version, or that no longer decodes, fails that key's activation and is left as it is.
+/// - Each batch of saves is one transaction. A state past ``maximumStateSize`` (or that does not
+///   encode) is refused on its own; the rest of the batch is saved.
+/// - A state is stored as JSON with the app's `stateVersion` and the session's idempotency keys. An
+///   older state is migrated on activation (by the `migrate` closure) and written at the current
+///   version by its next save; a newer one, or one that does not decode or migrate, fails that
+///   key's activation with ``SessionStateUnreadable`` and is left byte for byte.
+/// - ``erase(_:token:owner:)`` deletes with `secure_delete` on and truncates the write-ahead log,
+///   so no text of an erased session is left in the database's files.
+/// - A key never saved leaves no row: reads take no lease, and a lease released with no state
+///   removes its row.
 /// - Leases expire on this machine's wall clock (an SQLite file is shared by the processes of
 ///   one machine).
 public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable & Sendable>:
   SessionStorage
 {
-  /// The version of the stored encoding (JSON of `State`) this storage reads and writes.
-  public static var encodingVersion: Int { 1 }
   /// The longest key this storage takes, in UTF-8 bytes.
   public static var maximumKeyLength: Int { 1_024 }
   /// The largest encoded state this storage takes, in bytes.
@@ -31,6 +36,9 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
   public let leaseDuration: Duration
   /// The database file.
   public let path: String
+  /// The version of `State` this app reads and writes; rows are stored with it.
+  public let stateVersion: Int
+  private let migrate: (@Sendable (StoredState) throws -> State)?
   private let pool: DatabasePool
   private let table: String
 
@@ -40,22 +48,36 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
   ///   - path: The database file.
   ///   - table: The table's name (letters, digits and `_`).
   ///   - leaseDuration: How long a lease lasts without renewal.
+  ///   - stateVersion: The version of `State` this app reads and writes (1 for the first; raise it
+  ///     when `State`'s encoding changes, and give `migrate`).
+  ///   - migrate: Turns a state stored at an older version into the current one; `nil` refuses
+  ///     older states (their keys' sends throw ``SessionError/stateUnreadable(key:storedVersion:message:)``).
   /// - Throws: ``SQLiteSessionStorageError`` when the file cannot be opened or the table's
   ///   schema differs from the expected one (the difference is named).
   public init(
     path: String,
     table: String = "sessions",
-    leaseDuration: Duration = .seconds(10)
+    leaseDuration: Duration = .seconds(10),
+    stateVersion: Int = 1,
+    migrate: (@Sendable (StoredState) throws -> State)? = nil
   ) async throws {
     guard table.range(of: "^[A-Za-z_][A-Za-z0-9_]{0,62}$", options: .regularExpression) != nil
     else {
       throw SQLiteSessionStorageError.invalidTable(table)
     }
+    guard stateVersion >= 1 else {
+      throw SQLiteSessionStorageError.invalidStateVersion(stateVersion)
+    }
     self.path = path
     self.table = table
     self.leaseDuration = leaseDuration
+    self.stateVersion = stateVersion
+    self.migrate = migrate
     do {
-      self.pool = try DatabasePool(path: path)
+      var configuration = Configuration()
+      // NB: an erased session's bytes are overwritten, not left in free pages.
+      configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA secure_delete = ON") }
+      self.pool = try DatabasePool(path: path, configuration: configuration)
       try await self.pool.writeWithoutTransaction { db in
         try db.execute(sql: "PRAGMA synchronous = FULL")
       }
@@ -65,16 +87,20 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
     try await self.createOrCheckSchema()
   }
 
-  private static var columns: [(name: String, type: String)] {
+  /// The columns of the first release's table: upgraded in place by adding what came since.
+  private static var firstColumns: [String] {
     [
-      ("key", "TEXT"), ("state", "BLOB"), ("encoding_version", "INTEGER"), ("owner", "TEXT"),
-      ("lease_expiry", "REAL"), ("token", "INTEGER"),
+      "key TEXT", "state BLOB", "encoding_version INTEGER", "owner TEXT", "lease_expiry REAL",
+      "token INTEGER",
     ]
   }
 
+  private static var columns: [String] { Self.firstColumns + ["idempotency_keys BLOB"] }
+
   private func createOrCheckSchema() async throws {
     let table = self.table
-    let existing = try await self.pool.write { db -> [(String, String)] in
+    // NB: one write transaction: processes opening one file at once create or upgrade it once.
+    let found = try await self.pool.write { db -> [String] in
       try db.execute(
         sql: """
           CREATE TABLE IF NOT EXISTS \(table) (
@@ -83,23 +109,39 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
             encoding_version INTEGER NOT NULL DEFAULT 1,
             owner TEXT,
             lease_expiry REAL NOT NULL DEFAULT 0,
-            token INTEGER NOT NULL DEFAULT 0
+            token INTEGER NOT NULL DEFAULT 0,
+            idempotency_keys BLOB
           )
           """
       )
-      return try Row.fetchAll(db, sql: "PRAGMA table_info(\(table))").map {
-        (($0["name"] as String?) ?? "", (($0["type"] as String?) ?? "").uppercased())
+      var found = try Self.columns(of: table, in: db)
+      if found == Self.firstColumns {
+        try db.execute(sql: "ALTER TABLE \(table) ADD COLUMN idempotency_keys BLOB")
+        found = try Self.columns(of: table, in: db)
       }
+      return found
     }
-    let expected = Self.columns.map { "\($0.name) \($0.type)" }
-    let found = existing.map { "\($0.0) \($0.1)" }
-    guard expected == found else {
+    guard found == Self.columns else {
       throw SQLiteSessionStorageError.schemaMismatch(
         table: table,
-        expected: expected,
+        expected: Self.columns,
         found: found
       )
     }
+  }
+
+  private static func columns(of table: String, in db: Database) throws -> [String] {
+    try Row.fetchAll(db, sql: "PRAGMA table_info(\(table))").map {
+      "\(($0["name"] as String?) ?? "") \((($0["type"] as String?) ?? "").uppercased())"
+    }
+  }
+
+  /// Reads a stored row as the app's `State`: decoded, migrated, or refused.
+  private func readState(_ key: String, version: Int, data: Data) throws -> State {
+    try StoredState(version: version, bytes: Array(data)) { type, bytes in
+      try JSONDecoder().decode(type, from: Data(bytes))
+    }
+    .read(as: State.self, key: key, currentVersion: self.stateVersion, migrate: self.migrate)
   }
 
   private var now: Double { Date().timeIntervalSince1970 }
@@ -120,23 +162,31 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
     return text
   }
 
-  /// Takes `key`'s lease for `owner` and loads its state, in one transaction.
+  /// Takes `key`'s lease for `owner` and loads its state, in one transaction: a state that cannot
+  /// be read rolls the lease back too.
   public func acquire(_ key: Key, owner: String) async throws -> SessionAcquisition<State> {
     let text = try self.text(key)
     let (table, now, lease) = (self.table, self.now, self.leaseSeconds)
-    let row = try await self.pool.write {
-      db -> (heldBy: String?, token: Int64, state: Data?, version: Int) in
+    return try await self.pool.write { db -> SessionAcquisition<State> in
       let current = try Row.fetchOne(
         db,
-        sql:
-          "SELECT owner, lease_expiry, token, state, encoding_version FROM \(table) WHERE key = ?",
+        sql: """
+          SELECT owner, lease_expiry, token, state, encoding_version, idempotency_keys
+          FROM \(table) WHERE key = ?
+          """,
         arguments: [text]
       )
       let currentOwner: String? = current?["owner"]
       let expiry: Double = current?["lease_expiry"] ?? 0
       var token: Int64 = current?["token"] ?? 0
       if let currentOwner, currentOwner != owner, expiry > now {
-        return (currentOwner, 0, nil, 0)
+        return .heldBy(owner: currentOwner)
+      }
+      var state: State?
+      var keys: [String] = []
+      if let data: Data = current?["state"] {
+        state = try self.readState(text, version: current?["encoding_version"] ?? 1, data: data)
+        keys = try Self.decodeKeys(current?["idempotency_keys"], of: text)
       }
       if currentOwner != owner || expiry <= now { token += 1 }
       try db.execute(
@@ -147,28 +197,80 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
           """,
         arguments: [text, owner, now + lease, token]
       )
-      return (nil, token, current?["state"], current?["encoding_version"] ?? Self.encodingVersion)
-    }
-    if let holder = row.heldBy { return .heldBy(owner: holder) }
-    guard let data = row.state else { return .acquired(token: UInt64(row.token), state: nil) }
-    guard row.version == Self.encodingVersion else {
-      throw SQLiteSessionStorageError.unreadableState(
-        key: text,
-        reason:
-          "it is stored with encoding version \(row.version); this build reads version \(Self.encodingVersion)"
-      )
-    }
-    do {
-      return .acquired(
-        token: UInt64(row.token),
-        state: try JSONDecoder().decode(State.self, from: data)
-      )
-    } catch {
-      throw SQLiteSessionStorageError.unreadableState(key: text, reason: "\(error)")
+      return .acquired(token: UInt64(token), state: state, idempotencyKeys: keys)
     }
   }
 
-  /// Saves the batch in one transaction; a write whose token is stale is refused.
+  /// Reads `key`'s stored state without taking its lease; writes nothing.
+  public func load(_ key: Key) async throws -> State? {
+    let text = try self.text(key)
+    let table = self.table
+    let stored = try await self.pool.read { db -> (Data, Int)? in
+      let row = try Row.fetchOne(
+        db,
+        sql: "SELECT state, encoding_version FROM \(table) WHERE key = ?",
+        arguments: [text]
+      )
+      guard let row, let data: Data = row["state"] else { return nil }
+      return (data, row["encoding_version"] ?? 1)
+    }
+    guard let (data, version) = stored else { return nil }
+    return try self.readState(text, version: version, data: data)
+  }
+
+  /// Deletes `key`'s row under `owner`'s lease (or, with no token, while no other owner holds an
+  /// unexpired one), then truncates the write-ahead log so its bytes leave the files too.
+  public func erase(_ key: Key, token: UInt64?, owner: String) async throws -> SessionSaveResult {
+    let text = try self.text(key)
+    let (table, now) = (self.table, self.now)
+    let result = try await self.pool.write { db -> SessionSaveResult in
+      if let token {
+        try db.execute(
+          sql: "DELETE FROM \(table) WHERE key = ? AND token = ? AND owner = ?",
+          arguments: [text, Int64(token), owner]
+        )
+      } else {
+        try db.execute(
+          sql: """
+            DELETE FROM \(table)
+            WHERE key = ? AND (owner IS NULL OR owner = ? OR lease_expiry <= ?)
+            """,
+          arguments: [text, owner, now]
+        )
+      }
+      if db.changesCount == 1 { return .saved }
+      let holder = try Row.fetchOne(
+        db,
+        sql: "SELECT owner FROM \(table) WHERE key = ?",
+        arguments: [text]
+      )
+      guard let holder else { return .saved }
+      return .staleToken(currentOwner: holder["owner"])
+    }
+    if result == .saved {
+      // NB: the log still holds the pages as they were before the delete until it is truncated.
+      try await self.pool.writeWithoutTransaction { db in
+        try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+      }
+    }
+    return result
+  }
+
+  private static func decodeKeys(_ data: Data?, of key: String) throws -> [String] {
+    guard let data else { return [] }
+    do {
+      return try JSONDecoder().decode([String].self, from: data)
+    } catch {
+      throw SessionStateUnreadable(
+        key: key,
+        storedVersion: nil,
+        reason: "its idempotency keys do not decode: \(error)"
+      )
+    }
+  }
+
+  /// Saves the batch in one transaction; a write whose token is stale is refused, and one that
+  /// does not encode or is past ``maximumStateSize`` is refused on its own.
   public func save(
     _ writes: [SessionWrite<Key, State>],
     owner: String
@@ -176,24 +278,35 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
     -> [SessionSaveResult]
   {
     let encoder = JSONEncoder()
-    let rows = try writes.map { write -> (String, Data, Int64) in
-      let key = try self.text(write.key)
-      let data = try encoder.encode(write.state)
-      guard data.count <= Self.maximumStateSize else {
-        throw SQLiteSessionStorageError.stateTooLarge(key: key, size: data.count)
+    let rows = writes.map { write -> Result<(String, Data, Data?, Int64), Refusal> in
+      Result {
+        let key = try self.text(write.key)
+        let data = try encoder.encode(write.state)
+        guard data.count <= Self.maximumStateSize else {
+          throw SQLiteSessionStorageError.stateTooLarge(key: key, size: data.count)
+        }
+        let keys = write.idempotencyKeys.isEmpty ? nil : try encoder.encode(write.idempotencyKeys)
+        return (key, data, keys, Int64(write.token))
       }
-      return (key, data, Int64(write.token))
+      .mapError { Refusal(reason: "\($0)") }
     }
-    let table = self.table
+    let (table, version) = (self.table, self.stateVersion)
     return try await self.pool.write { db in
       let update = try db.cachedStatement(
         sql: """
-          UPDATE \(table) SET state = ?, encoding_version = \(Self.encodingVersion)
+          UPDATE \(table) SET state = ?, encoding_version = ?, idempotency_keys = ?
           WHERE key = ? AND token = ? AND owner = ?
           """
       )
-      return try rows.map { key, data, token in
-        try update.execute(arguments: [data, key, token, owner])
+      return try rows.map { row -> SessionSaveResult in
+        let key: String
+        switch row {
+        case .failure(let refusal):
+          return .refused(reason: refusal.reason)
+        case .success(let (text, data, keys, token)):
+          key = text
+          try update.execute(arguments: [data, version, keys, text, token, owner])
+        }
         if db.changesCount == 1 { return .saved }
         let current = try String.fetchOne(
           db,
@@ -222,12 +335,16 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
     }
   }
 
-  /// Gives up the leases `owner` still holds.
+  /// Gives up the leases `owner` still holds; a key never saved leaves no row.
   public func release(_ leases: [SessionLease<Key>], owner: String) async throws {
     let table = self.table
     let rows = try leases.map { (try self.text($0.key), Int64($0.token)) }
     try await self.pool.write { db in
       for (text, token) in rows {
+        try db.execute(
+          sql: "DELETE FROM \(table) WHERE key = ? AND token = ? AND owner = ? AND state IS NULL",
+          arguments: [text, token, owner]
+        )
         try db.execute(
           sql: """
             UPDATE \(table) SET owner = NULL, lease_expiry = 0
@@ -250,16 +367,21 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
   }
 }
 
+/// Why one write of a batch was refused.
+private struct Refusal: Error {
+  let reason: String
+}
+
 /// What went wrong with an ``SQLiteSessionStorage``.
 public enum SQLiteSessionStorageError: Error, CustomStringConvertible {
   /// The table name is not a plain identifier.
   case invalidTable(String)
+  /// A state version below 1.
+  case invalidStateVersion(Int)
   /// The database file could not be opened or set up.
   case cannotOpen(path: String, underlying: String)
   /// The table exists with other columns.
   case schemaMismatch(table: String, expected: [String], found: [String])
-  /// A stored state does not decode (or has another encoding version); it was left as it is.
-  case unreadableState(key: String, reason: String)
   /// A key longer than ``SQLiteSessionStorage/maximumKeyLength``.
   case keyTooLong(key: String, length: Int)
   /// A state larger than ``SQLiteSessionStorage/maximumStateSize`` once encoded.
@@ -270,6 +392,8 @@ public enum SQLiteSessionStorageError: Error, CustomStringConvertible {
     switch self {
     case .invalidTable(let table):
       "'\(table)' is not a valid table name (letters, digits and '_', at most 63)"
+    case .invalidStateVersion(let version):
+      "the state version must be at least 1, not \(version)"
     case .cannotOpen(let path, let underlying):
       "cannot open the SQLite database at '\(path)': \(underlying)"
     case .schemaMismatch(let table, let expected, let found):
@@ -277,8 +401,6 @@ public enum SQLiteSessionStorageError: Error, CustomStringConvertible {
       the table '\(table)' has columns [\(found.joined(separator: ", "))]; expected \
       [\(expected.joined(separator: ", "))]: use another table, or migrate this one
       """
-    case .unreadableState(let key, let reason):
-      "the stored state of '\(key)' cannot be read (\(reason)); it was left as it is"
     case .keyTooLong(let key, let length):
       "the key '\(key)…' is \(length) bytes long; SQLite sessions take keys up to 1024 bytes"
     case .stateTooLarge(let key, let size):

@@ -65,8 +65,12 @@ func checkStorageContract(
   let unreadable = await #expect(throws: SessionError.self) {
     try await a.send(.add(item: "apple", quantity: 1), to: "bob")
   }
-  #expect(unreadable?.key == "bob")
-  #expect(unreadable?.message.contains("cannot be read") == true)
+  guard case .stateUnreadable(let key, _, let message) = unreadable else {
+    Issue.record("expected .stateUnreadable, got \(String(describing: unreadable))")
+    return
+  }
+  #expect(key == "bob")
+  #expect(message.contains("decoding it failed"))
   // A key too long is refused with a clear error.
   let long = await #expect(throws: SessionError.self) {
     try await a.send(.add(item: "apple", quantity: 1), to: String(repeating: "k", count: 2_000))

@@ -4,6 +4,11 @@
 /// Each key's newest state wins: a batch carries the state with the highest version (the number
 /// of actions the store had reduced), and a waiter is done once a version at least as new as its
 /// own is saved. A state older than one already saved or in flight is never written over it.
+///
+/// A key whose save fails (refused on its own, or with its whole batch) fails that save's waiters
+/// and every state of it queued behind, and takes no more states under that lease until the
+/// registry ``forget(_:)``s it: the registry discards that store, so no later state of it (which
+/// includes what storage refused) is ever written. Other keys of the batch are unaffected.
 final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
   typealias Waiter = CheckedContinuation<Void, any Error>
 
@@ -11,6 +16,7 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
     var state: State
     var version: UInt64
     var token: UInt64
+    var idempotencyKeys: [String]
     var waiters: [Waiter]
   }
 
@@ -24,6 +30,8 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
     var inFlight: [Key: InFlight] = [:]
     /// The newest version saved per key, while the key is live.
     var saved: [Key: UInt64] = [:]
+    /// Keys whose save failed, with the lease's token and why: later states are refused.
+    var failed: [Key: (token: UInt64, failure: SessionError)] = [:]
     /// Saves in flight (at most `maximumFlushes`), each with its own batch.
     var flushes = 0
     /// Tests waiting for this many states to be queued behind the save in flight.
@@ -49,8 +57,10 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
 
   private let storage: any SessionStorage<Key, State>
   private let owner: String
-  /// Told when a save was refused for a stale token: the key's lease is someone else's.
-  private let ownershipLost: @Sendable (Key, UInt64, String?) -> Void
+  /// Told when a key's save failed, so the registry discards that key's store.
+  ///
+  /// Its lease is someone else's (a stale token), or the storage refused or failed it.
+  private let saveFailed: @Sendable (Key, UInt64, SaveFailure) -> Void
   private let queue = LockedBox(Queue())
   /// How many saves may be in flight at once (``SessionStorage/concurrentSaves``).
   ///
@@ -61,18 +71,26 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
   init(
     storage: any SessionStorage<Key, State>,
     owner: String,
-    ownershipLost: @escaping @Sendable (Key, UInt64, String?) -> Void
+    saveFailed: @escaping @Sendable (Key, UInt64, SaveFailure) -> Void
   ) {
     self.storage = storage
     self.owner = owner
-    self.ownershipLost = ownershipLost
+    self.saveFailed = saveFailed
     self.maximumFlushes = max(1, storage.concurrentSaves)
   }
 
-  /// Returns once `state` (version `version` of `key`), or a newer one, is saved.
-  func commit(_ key: Key, state: State, version: UInt64, token: UInt64) async throws {
+  /// Returns once `state` (version `version` of `key`, with the idempotency keys it includes), or
+  /// a newer one, is saved.
+  func commit(
+    _ key: Key,
+    state: State,
+    version: UInt64,
+    token: UInt64,
+    idempotencyKeys: [String]
+  ) async throws {
     try await withCheckedThrowingContinuation { (waiter: Waiter) in
       let next = self.queue.withLock { queue -> CommitStep in
+        if let failed = queue.failed[key], failed.token == token { return .fail(failed.failure) }
         if let saved = queue.saved[key], saved >= version { return .done }
         if var flight = queue.inFlight[key], flight.version >= version {
           flight.waiters.append(waiter)
@@ -84,6 +102,7 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
             pending.state = state
             pending.version = version
             pending.token = token
+            pending.idempotencyKeys = idempotencyKeys
           }
           pending.waiters.append(waiter)
           queue.pending[key] = pending
@@ -92,6 +111,7 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
             state: state,
             version: version,
             token: token,
+            idempotencyKeys: idempotencyKeys,
             waiters: [waiter]
           )
         }
@@ -104,6 +124,7 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
       }
       switch next {
       case .done: waiter.resume()
+      case .fail(let failure): waiter.resume(throwing: failure)
       case .wait(let ready):
         for waiter in ready { waiter.resume() }
       case .flush(let ready):
@@ -125,9 +146,13 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
     }
   }
 
-  /// Forgets what was saved for `key` (it was passivated: a later activation counts anew).
+  /// Forgets what was saved or failed for `key` (its store is gone: a later activation counts
+  /// anew).
   func forget(_ key: Key) {
-    self.queue.withLock { _ = $0.saved.removeValue(forKey: key) }
+    self.queue.withLock { queue in
+      queue.saved.removeValue(forKey: key)
+      queue.failed.removeValue(forKey: key)
+    }
   }
 
   /// Saves batches until nothing it may take waits.
@@ -146,7 +171,14 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
         return Array(batch)
       }
       guard let batch else { return }
-      let writes = batch.map { SessionWrite(key: $0.0, state: $0.1.state, token: $0.1.token) }
+      let writes = batch.map {
+        SessionWrite(
+          key: $0.0,
+          state: $0.1.state,
+          token: $0.1.token,
+          idempotencyKeys: $0.1.idempotencyKeys
+        )
+      }
       let outcome: Result<[SessionSaveResult], any Error>
       do {
         let results = try await self.storage.save(writes, owner: self.owner)
@@ -164,11 +196,11 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
   private func finish(_ batch: [(Key, Pending)], _ outcome: Result<[SessionSaveResult], any Error>)
   {
     var resumptions: [(Waiter, SessionError?)] = []
-    var lost: [(Key, UInt64, String?)] = []
+    var failures: [(Key, UInt64, SaveFailure)] = []
     self.queue.withLock { queue in
       for (index, (key, pending)) in batch.enumerated() {
-        let waiters = queue.inFlight.removeValue(forKey: key)?.waiters ?? pending.waiters
-        let failure: SessionError?
+        var waiters = queue.inFlight.removeValue(forKey: key)?.waiters ?? pending.waiters
+        let failure: (SessionError, SaveFailure)?
         switch outcome {
         case .success(let results):
           switch results[index] {
@@ -176,26 +208,51 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
             queue.saved[key] = max(queue.saved[key] ?? 0, pending.version)
             failure = nil
           case .staleToken(let owner):
-            lost.append((key, pending.token, owner))
-            failure = .ownershipLost(
-              key: "\(key)",
-              message: """
-                the save was refused: \(owner.map { "'\($0)'" } ?? "another owner") holds the \
-                session's lease now (this instance's lease expired or was taken over); send to \
-                the owner, or retry once its lease has expired
-                """
+            failure = (
+              .ownershipLost(
+                key: "\(key)",
+                message: """
+                  the save was refused: \(owner.map { "'\($0)'" } ?? "another owner") holds the \
+                  session's lease now (this instance's lease expired or was taken over); send to \
+                  the owner, or retry once its lease has expired
+                  """
+              ),
+              .ownershipLost(currentOwner: owner)
+            )
+          case .refused(let reason):
+            failure = (
+              .storageFailed(
+                key: "\(key)",
+                message: """
+                  the storage refused this session's state (\(reason)); the session goes back to \
+                  its last saved state
+                  """
+              ),
+              .refused
             )
           }
         case .failure(let error):
-          failure = .storageFailed(
-            key: "\(key)",
-            message: "saving the session failed: \(error) (\(type(of: error)))"
+          failure = (
+            .storageFailed(
+              key: "\(key)",
+              message: "saving the session failed: \(error) (\(type(of: error)))"
+            ),
+            .refused
           )
         }
-        for waiter in waiters { resumptions.append((waiter, failure)) }
+        if let (error, kind) = failure {
+          // NB: what waits behind the failed state includes it: it fails too, and nothing later
+          // of this lease is taken (the registry discards the store, then forgets the key).
+          if let queued = queue.pending.removeValue(forKey: key) { waiters += queued.waiters }
+          queue.failed[key] = (pending.token, error)
+          failures.append((key, pending.token, kind))
+          for waiter in waiters { resumptions.append((waiter, error)) }
+        } else {
+          for waiter in waiters { resumptions.append((waiter, nil)) }
+        }
       }
     }
-    for (key, token, owner) in lost { self.ownershipLost(key, token, owner) }
+    for (key, token, kind) in failures { self.saveFailed(key, token, kind) }
     for (waiter, failure) in resumptions {
       if let failure { waiter.resume(throwing: failure) } else { waiter.resume() }
     }
@@ -211,9 +268,18 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
   }
 }
 
+/// Why a key's save failed.
+enum SaveFailure: Sendable {
+  /// Another owner holds the lease (named when known).
+  case ownershipLost(currentOwner: String?)
+  /// The storage refused this key's state, or failed the whole batch.
+  case refused
+}
+
 /// What a commit does after queuing its state (and the tests' waiters to resume).
 private enum CommitStep {
   case done
+  case fail(SessionError)
   case wait([CheckedContinuation<Void, Never>])
   case flush([CheckedContinuation<Void, Never>])
 }

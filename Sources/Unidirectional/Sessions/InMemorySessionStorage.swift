@@ -12,7 +12,7 @@
 /// ```
 ///
 /// It also lets a test look inside (``storedState(for:)``, ``owner(of:)``, ``saveCount``) and
-/// break it (``failOperations(with:)``, ``makeUnreadable(_:)``).
+/// break it (``failOperations(with:)``, ``makeUnreadable(_:)``, ``refuseSaves(of:reason:)``).
 public final class InMemorySessionStorage<Key: Hashable & Sendable, State: Sendable>: SessionStorage
 {
   private struct Row: Sendable {
@@ -20,7 +20,10 @@ public final class InMemorySessionStorage<Key: Hashable & Sendable, State: Senda
     var owner: String?
     var expiry: Duration = .zero
     var token: UInt64 = 0
+    var idempotencyKeys: [String] = []
     var isUnreadable = false
+    /// Why saves of this key are refused (a test's stand-in for a value the database refuses).
+    var refusal: String?
   }
 
   private struct Contents: Sendable {
@@ -61,17 +64,48 @@ public final class InMemorySessionStorage<Key: Hashable & Sendable, State: Senda
       if let current = row.owner, current != owner, row.expiry > now {
         return .heldBy(owner: current)
       }
-      if row.isUnreadable {
-        throw UnreadableState(key: "\(key)")
-      }
+      if row.isUnreadable { throw Self.unreadable(key) }
       if row.owner != owner || row.expiry <= now {
         row.token += 1
       }
       row.owner = owner
       row.expiry = now + self.leaseDuration
       contents.rows[key] = row
-      return .acquired(token: row.token, state: row.state)
+      return .acquired(token: row.token, state: row.state, idempotencyKeys: row.idempotencyKeys)
     }
+  }
+
+  /// Reads `key`'s stored state; writes nothing.
+  public func load(_ key: Key) async throws -> State? {
+    try self.contents.withLock { contents in
+      if let failure = contents.failure { throw failure }
+      guard let row = contents.rows[key] else { return nil }
+      if row.isUnreadable { throw Self.unreadable(key) }
+      return row.state
+    }
+  }
+
+  /// Removes `key`'s row if `owner` holds its lease under `token` (or, with no token, if nobody
+  /// else holds an unexpired one).
+  public func erase(_ key: Key, token: UInt64?, owner: String) async throws -> SessionSaveResult {
+    let now = self.now()
+    return try self.contents.withLock { contents in
+      if let failure = contents.failure { throw failure }
+      guard let row = contents.rows[key] else { return .saved }
+      let mine: Bool
+      if let token {
+        mine = row.token == token && row.owner == owner
+      } else {
+        mine = row.owner == nil || row.owner == owner || row.expiry <= now
+      }
+      guard mine else { return .staleToken(currentOwner: row.owner) }
+      contents.rows.removeValue(forKey: key)
+      return .saved
+    }
+  }
+
+  private static func unreadable(_ key: Key) -> SessionStateUnreadable {
+    SessionStateUnreadable(key: "\(key)", storedVersion: nil, reason: "it no longer decodes")
   }
 
   /// Saves the states whose tokens are current.
@@ -89,7 +123,9 @@ public final class InMemorySessionStorage<Key: Hashable & Sendable, State: Senda
         else {
           return .staleToken(currentOwner: contents.rows[write.key]?.owner)
         }
+        if let refusal = row.refusal { return .refused(reason: refusal) }
         row.state = write.state
+        row.idempotencyKeys = write.idempotencyKeys
         contents.rows[write.key] = row
         contents.writeCount += 1
         return .saved
@@ -123,6 +159,11 @@ public final class InMemorySessionStorage<Key: Hashable & Sendable, State: Senda
       for lease in leases {
         guard var row = contents.rows[lease.key], row.token == lease.token, row.owner == owner
         else { continue }
+        // NB: a key never saved leaves no row behind (a read or a failed first send wrote none).
+        guard row.state != nil || row.isUnreadable else {
+          contents.rows.removeValue(forKey: lease.key)
+          continue
+        }
         row.owner = nil
         row.expiry = .zero
         contents.rows[lease.key] = row
@@ -148,6 +189,16 @@ public final class InMemorySessionStorage<Key: Hashable & Sendable, State: Senda
     }
   }
 
+  /// The idempotency keys stored with `key`'s state, oldest first.
+  public func storedIdempotencyKeys(for key: Key) -> [String] {
+    self.contents.withLock { $0.rows[key]?.idempotencyKeys ?? [] }
+  }
+
+  /// Whether `key` has a row at all (a state or a lease).
+  public func hasRow(for key: Key) -> Bool {
+    self.contents.withLock { $0.rows[key] != nil }
+  }
+
   /// The fencing token of `key`'s latest lease (0 if it was never taken).
   public func token(of key: Key) -> UInt64 {
     self.contents.withLock { $0.rows[key]?.token ?? 0 }
@@ -169,12 +220,23 @@ public final class InMemorySessionStorage<Key: Hashable & Sendable, State: Senda
     self.contents.withLock { $0.failure = error }
   }
 
-  /// Makes `key`'s stored state unreadable (as if it no longer decoded): acquiring it throws, and
-  /// the stored state is left as it is.
+  /// Makes `key`'s stored state unreadable (as if it no longer decoded): acquiring or loading it
+  /// throws ``SessionStateUnreadable``, and the stored state is left as it is.
   public func makeUnreadable(_ key: Key) {
     self.contents.withLock { contents in
       var row = contents.rows[key] ?? Row()
       row.isUnreadable = true
+      contents.rows[key] = row
+    }
+  }
+
+  /// Refuses every later save of `key` with `reason`, or takes them again (`nil`).
+  ///
+  /// As a database refuses a value past its limits: other keys of the same batch are saved.
+  public func refuseSaves(of key: Key, reason: String?) {
+    self.contents.withLock { contents in
+      var row = contents.rows[key] ?? Row()
+      row.refusal = reason
       contents.rows[key] = row
     }
   }
@@ -185,16 +247,6 @@ public final class InMemorySessionStorage<Key: Hashable & Sendable, State: Senda
       var row = contents.rows[key] ?? Row()
       row.state = state
       contents.rows[key] = row
-    }
-  }
-
-  /// A stored state that does not read back, with the key it belongs to.
-  public struct UnreadableState: Error, CustomStringConvertible {
-    /// The key, as `String(describing:)`.
-    public let key: String
-    /// Names the key.
-    public var description: String {
-      "the stored state of '\(self.key)' cannot be read (it no longer decodes); it was left as is"
     }
   }
 }

@@ -8,6 +8,11 @@ import Synchronization
   private let stamp = Atomic<UInt64>(0)
   private let count = Atomic<UInt64>(0)
   private let clock: SessionClock
+  /// The idempotency keys of the sends this session's state includes.
+  ///
+  /// Written right after the action a key came with is reduced, before any other action, so a
+  /// snapshot taken with the state (on the store's executor) always matches it.
+  private let window = LockedBox(IdempotencyWindow())
 
   init(clock: SessionClock) {
     self.clock = clock
@@ -38,6 +43,46 @@ import Synchronization
   /// The number of actions reduced (read on the store's executor right after an action).
   var version: UInt64 {
     self.count.load(ordering: .relaxed)
+  }
+
+  /// The idempotency keys the state includes, oldest first (saved with it).
+  var idempotencyKeys: [String] {
+    self.window.withLock { $0.order }
+  }
+
+  /// Starts the window from the keys stored with the loaded state.
+  func restore(idempotencyKeys: [String], capacity: Int) {
+    self.window.withLock { window in
+      for key in idempotencyKeys { window.insert(key, capacity: capacity) }
+    }
+  }
+
+  /// Whether the state includes the send that came with `key`.
+  func includes(idempotencyKey key: String) -> Bool {
+    self.window.withLock { $0.members.contains(key) }
+  }
+
+  /// Records that the state now includes the send that came with `key`; returns the window.
+  func record(idempotencyKey key: String, capacity: Int) -> [String] {
+    self.window.withLock { window in
+      window.insert(key, capacity: capacity)
+      return window.order
+    }
+  }
+}
+
+/// A session's last idempotency keys: the newest `capacity` of them, in order, and as a set.
+struct IdempotencyWindow: Sendable {
+  var order: [String] = []
+  var members: Set<String> = []
+
+  mutating func insert(_ key: String, capacity: Int) {
+    guard self.members.insert(key).inserted else { return }
+    self.order.append(key)
+    let excess = self.order.count - capacity
+    guard excess > 0 else { return }
+    for old in self.order.prefix(excess) { self.members.remove(old) }
+    self.order.removeFirst(excess)
   }
 }
 

@@ -11,11 +11,17 @@ public enum SessionError: Error, Sendable, Hashable, CustomStringConvertible {
   case ownershipLost(key: String, message: String)
   /// The session's storage failed: loading, saving or taking its lease.
   case storageFailed(key: String, message: String)
+  /// The session's stored state cannot be read: saved by a newer version of the app, or it no
+  /// longer decodes or migrates. It is left as it is (never overwritten, never reset); only this
+  /// key's sends fail.
+  case stateUnreadable(key: String, storedVersion: Int?, message: String)
 
   /// The key of the session, as `String(describing:)`.
   public var key: String {
     switch self {
-    case .shutDown(let key, _), .ownershipLost(let key, _), .storageFailed(let key, _): key
+    case .shutDown(let key, _), .ownershipLost(let key, _), .storageFailed(let key, _),
+      .stateUnreadable(let key, _, _):
+      key
     }
   }
 
@@ -23,7 +29,7 @@ public enum SessionError: Error, Sendable, Hashable, CustomStringConvertible {
   public var message: String {
     switch self {
     case .shutDown(_, let message), .ownershipLost(_, let message),
-      .storageFailed(_, let message):
+      .storageFailed(_, let message), .stateUnreadable(_, _, let message):
       message
     }
   }
@@ -34,6 +40,7 @@ public enum SessionError: Error, Sendable, Hashable, CustomStringConvertible {
     case .shutDown: "session '\(self.key)': registry shut down: \(self.message)"
     case .ownershipLost: "session '\(self.key)': ownership lost: \(self.message)"
     case .storageFailed: "session '\(self.key)': storage failed: \(self.message)"
+    case .stateUnreadable: "session '\(self.key)': stored state unreadable: \(self.message)"
     }
   }
 }

@@ -9,7 +9,14 @@
 /// - ``acquire(_:owner:)`` grants the lease when it is free, expired, or already `owner`'s, with a
 ///   token greater than any granted before for that key; otherwise it names the current owner.
 /// - ``save(_:owner:)`` writes a state only if its token is still the key's current one, checked in
-///   the same step that writes (a stale owner never overwrites a newer one).
+///   the same step that writes (a stale owner never overwrites a newer one). It stores each
+///   write's idempotency keys with its state, in the same write. A write the backend cannot take
+///   (too large, a value it refuses) is ``SessionSaveResult/refused(reason:)`` on its own: the
+///   rest of the batch is saved.
+/// - ``load(_:)`` and a read of a key never saved write nothing.
+/// - ``erase(_:token:owner:)`` removes a key's row under the same fencing as a save.
+/// - A stored state that cannot be read (a newer version, or one that no longer decodes) makes
+///   ``acquire(_:owner:)`` and ``load(_:)`` throw ``SessionStateUnreadable`` and is left as it is.
 /// - Expiry is measured on the storage's own time (the database server's clock), so registries on
 ///   different machines agree.
 ///
@@ -31,10 +38,30 @@ public protocol SessionStorage<Key, State>: Sendable {
 
   /// Takes `key`'s lease for `owner` and loads its stored state.
   ///
-  /// - Returns: The lease's fencing token and the stored state (`nil` for a key never saved), or
-  ///   the owner that holds the lease.
-  /// - Throws: When the storage fails, or the stored state cannot be read (it is left as is).
+  /// - Returns: The lease's fencing token, the stored state (`nil` for a key never saved) and its
+  ///   idempotency keys, or the owner that holds the lease.
+  /// - Throws: When the storage fails; ``SessionStateUnreadable`` when the stored state cannot be
+  ///   read (it is left as is).
   func acquire(_ key: Key, owner: String) async throws -> SessionAcquisition<State>
+
+  /// Reads `key`'s stored state without taking its lease, and writes nothing.
+  ///
+  /// - Returns: The stored state; `nil` for a key never saved (or erased).
+  /// - Throws: When the storage fails; ``SessionStateUnreadable`` when the stored state cannot be
+  ///   read.
+  func load(_ key: Key) async throws -> State?
+
+  /// Removes `key`'s row (its state, its idempotency keys and its lease) for good.
+  ///
+  /// - Parameters:
+  ///   - key: The session's key.
+  ///   - token: The fencing token of `owner`'s lease on the key, or `nil` when `owner` holds
+  ///     none: then the row goes only if no other owner holds an unexpired lease.
+  ///   - owner: The erasing registry's owner name.
+  /// - Returns: ``SessionSaveResult/saved`` once the row is gone (also for a key never saved), or
+  ///   ``SessionSaveResult/staleToken(currentOwner:)`` when another owner holds the lease.
+  /// - Throws: When the storage fails; then nothing was erased.
+  func erase(_ key: Key, token: UInt64?, owner: String) async throws -> SessionSaveResult
 
   /// Saves the states of several keys, each under its lease's token, as one write.
   ///
@@ -62,14 +89,15 @@ extension SessionStorage {
 
 /// The outcome of ``SessionStorage/acquire(_:owner:)``.
 public enum SessionAcquisition<State: Sendable>: Sendable {
-  /// The lease is the caller's, under this fencing token; the key's stored state, if any.
-  case acquired(token: UInt64, state: State?)
+  /// The lease is the caller's, under this fencing token; the key's stored state, if any, and
+  /// the idempotency keys saved with it (oldest first).
+  case acquired(token: UInt64, state: State?, idempotencyKeys: [String] = [])
   /// Another owner holds an unexpired lease.
   case heldBy(owner: String)
 
   /// The stored state, when the lease was acquired.
   public var state: State? {
-    if case .acquired(_, let state) = self { return state }
+    if case .acquired(_, let state, _) = self { return state }
     return nil
   }
 
@@ -88,12 +116,16 @@ public struct SessionWrite<Key: Hashable & Sendable, State: Sendable>: Sendable 
   public var state: State
   /// The fencing token of the writer's lease.
   public var token: UInt64
+  /// The idempotency keys of the sends this state includes (the session's window, oldest first),
+  /// stored with the state in the same write.
+  public var idempotencyKeys: [String]
 
   /// Creates a write.
-  public init(key: Key, state: State, token: UInt64) {
+  public init(key: Key, state: State, token: UInt64, idempotencyKeys: [String] = []) {
     self.key = key
     self.state = state
     self.token = token
+    self.idempotencyKeys = idempotencyKeys
   }
 }
 
@@ -117,4 +149,34 @@ public enum SessionSaveResult: Sendable, Hashable {
   case saved
   /// The write's token is no longer the key's: another owner took the lease (named when known).
   case staleToken(currentOwner: String?)
+  /// The backend cannot store this state (past its size limit, a value it refuses); the rest of
+  /// the batch is saved. The reason names what was wrong, not the state.
+  case refused(reason: String)
+}
+
+/// A stored state that a backend cannot read.
+///
+/// It was stored by a newer version of the app, or it no longer decodes or migrates. The stored
+/// bytes are left as they are.
+public struct SessionStateUnreadable: Error, Sendable, Hashable, CustomStringConvertible {
+  /// The session's key, as `String(describing:)`.
+  public var key: String
+  /// The state version the row was stored at, when the backend records one.
+  public var storedVersion: Int?
+  /// Why it cannot be read.
+  public var reason: String
+
+  /// Creates the error.
+  public init(key: String, storedVersion: Int?, reason: String) {
+    self.key = key
+    self.storedVersion = storedVersion
+    self.reason = reason
+  }
+
+  /// Names the key, the stored version and the reason.
+  public var description: String {
+    let version = self.storedVersion.map { " (stored at state version \($0))" } ?? ""
+    return
+      "the stored state of '\(self.key)'\(version) cannot be read: \(self.reason); it was left as it is"
+  }
 }

@@ -46,16 +46,20 @@ where R.State: Sendable {
   /// How long a passivating store's unmarked effects may run on (also the grace period a
   /// service wrapper gives ``shutdown(gracePeriod:)``).
   public let passivationGracePeriod: Duration
+  /// How many idempotency keys each session keeps (its newest ones).
+  public let idempotencyWindow: Int
   private let clock: any Clock<Duration>
-  private let sessionClock: SessionClock
+  let sessionClock: SessionClock
   private let makeObserver: @Sendable (Key) -> (any StoreObserver<State, Action>)?
   /// Makes a key's store from its state (stored, or `nil` for the initial one): formed in the
   /// module that creates the registry, so the store's per-action path is specialized for its
   /// reducer.
   private let makeStore: MakeStore
-  private let dependencies: DependencyValues
+  /// The state of a key never saved (what a read of it answers without activating it).
+  let initialState: @Sendable (Key) -> State
+  let dependencies: DependencyValues
   @usableFromInline let guarded = LockedBox(Guarded())
-  private let commits: GroupCommit<Key, State>?
+  let commits: GroupCommit<Key, State>?
 
   /// A key's session, from activation until its store has shut down (and, with storage, its
   /// state is saved and its lease released).
@@ -64,8 +68,8 @@ where R.State: Sendable {
   /// and re-armed lazily (an action does not touch the queue; a timer that fires early re-arms for
   /// the rest of the idle period). A separate timer object, its closure and the weak references
   /// it held were ~300 B of every session (the bytes-per-session target is 1.5 KB).
-  // Safety: `phase`, `token`, `waiters`, `ownershipWasLost` and `isIdleTimerArmed` are read and
-  // written only under the registry's lock; the timer's fields as `TimerEntry` says; the rest is
+  // Safety: `phase`, `token`, `waiters`, `ownershipWasLost`, `saveFailed`, `isErasing`,
+  // `idempotentSends` and `isIdleTimerArmed` are read and written only under the registry's lock; the timer's fields as `TimerEntry` says; the rest is
   // immutable (`registry` is written once, in `init`).
   @usableFromInline final class Entry: TimerEntry, @unchecked Sendable {
     enum Phase {
@@ -82,6 +86,13 @@ where R.State: Sendable {
     var phase = Phase.activating
     var token: UInt64 = 0
     var ownershipWasLost = false
+    /// A save of this session failed: its store holds what storage refused and is discarded.
+    var saveFailed = false
+    /// The session is being erased: its store ends without a save, then its row is removed.
+    var isErasing = false
+    /// Idempotent sends between their check and their save, by key, with the retries of the
+    /// same key waiting for them.
+    var idempotentSends: [String: [UnsafeContinuation<Void, Never>]] = [:]
     /// Whether the idle timer was armed and passivation has not disarmed it yet.
     var isIdleTimerArmed = false
     /// Sends waiting for activation or passivation to end.
@@ -108,6 +119,13 @@ where R.State: Sendable {
     var liveStore: Store<State, Action>? {
       if case .live(let store) = self.phase { return store }
       return nil
+    }
+
+    /// How its passivation ends (read under the registry's lock).
+    var ending: Ending {
+      if self.isErasing { return .erase }
+      if self.ownershipWasLost { return .discard }
+      return self.saveFailed ? .discardAndRelease : .save
     }
   }
 
@@ -142,6 +160,8 @@ where R.State: Sendable {
   ///   - capacity: At most this many live stores; the least recently used passivates first.
   ///     `nil`: no limit.
   ///   - passivationGracePeriod: How long a passivating store's unmarked effects may run on.
+  ///   - idempotencyWindow: How many idempotency keys each session keeps, its newest (see
+  ///     ``send(_:to:idempotencyKey:reading:)``).
   ///   - clock: Measures idle periods, grace periods and lease renewals (a ``TestClock`` in tests).
   ///   - observer: Watches every store the registry makes.
   ///   - initialState: The state of a key that has none stored.
@@ -154,6 +174,7 @@ where R.State: Sendable {
     idleTimeout: Duration? = nil,
     capacity: Int? = nil,
     passivationGracePeriod: Duration = .seconds(10),
+    idempotencyWindow: Int = 1_000,
     clock: any Clock<Duration> = ContinuousClock(),
     observer: (any StoreObserver<State, Action>)? = nil,
     initialState: @escaping @Sendable (Key) -> State,
@@ -166,8 +187,10 @@ where R.State: Sendable {
       idleTimeout: idleTimeout,
       capacity: capacity,
       passivationGracePeriod: passivationGracePeriod,
+      idempotencyWindow: idempotencyWindow,
       clock: clock,
       makeObserver: { _ in observer },
+      initialState: initialState,
       makeStore: Self.storeMaker(initialState: initialState, reducer: reducer),
       withDependencies: prepareDependencies
     )
@@ -190,6 +213,7 @@ where R.State: Sendable {
     idleTimeout: Duration? = nil,
     capacity: Int? = nil,
     passivationGracePeriod: Duration = .seconds(10),
+    idempotencyWindow: Int = 1_000,
     clock: any Clock<Duration> = ContinuousClock(),
     observer: @escaping @Sendable (Key) -> O,
     initialState: @escaping @Sendable (Key) -> State,
@@ -202,8 +226,10 @@ where R.State: Sendable {
       idleTimeout: idleTimeout,
       capacity: capacity,
       passivationGracePeriod: passivationGracePeriod,
+      idempotencyWindow: idempotencyWindow,
       clock: clock,
       makeObserver: { observer($0) },
+      initialState: initialState,
       makeStore: Self.storeMaker(initialState: initialState, reducer: reducer),
       withDependencies: prepareDependencies
     )
@@ -244,8 +270,10 @@ where R.State: Sendable {
     idleTimeout: Duration?,
     capacity: Int?,
     passivationGracePeriod: Duration,
+    idempotencyWindow: Int,
     clock: any Clock<Duration>,
     makeObserver: @escaping @Sendable (Key) -> (any StoreObserver<State, Action>)?,
+    initialState: @escaping @Sendable (Key) -> State,
     makeStore: @escaping MakeStore,
     withDependencies prepareDependencies: (@Sendable (inout DependencyValues) -> Void)?
   ) {
@@ -268,42 +296,48 @@ where R.State: Sendable {
       passivationGracePeriod >= .zero,
       "StoreRegistry(passivationGracePeriod: \(passivationGracePeriod)): must not be negative."
     )
+    precondition(
+      idempotencyWindow > 0,
+      "StoreRegistry(idempotencyWindow: \(idempotencyWindow)): must be at least 1."
+    )
     let owner = owner ?? "registry-\(String(UInt64.random(in: 1...UInt64.max), radix: 36))"
     self.owner = owner
     self.storage = storage
     self.idleTimeout = idleTimeout
     self.capacity = capacity ?? .max
     self.passivationGracePeriod = passivationGracePeriod
+    self.idempotencyWindow = idempotencyWindow
     self.clock = clock
     self.sessionClock = SessionClock(
       host: timerHost(for: clock) ?? makeTimerService(clock),
       tracksRecency: capacity != nil
     )
     self.makeObserver = makeObserver
+    self.initialState = initialState
     self.makeStore = makeStore
     var dependencies = DependencyValues._inherited()
     prepareDependencies?(&dependencies)
     self.dependencies = dependencies
     if let storage {
-      let lost = LostOwnership()
-      self.commits = GroupCommit(storage: storage, owner: owner) { key, token, current in
-        lost.handler?(key, token, current)
+      let failed = FailedSaves()
+      self.commits = GroupCommit(storage: storage, owner: owner) { key, token, failure in
+        failed.handler?(key, token, failure)
       }
       // NB: the commit queue exists before `self` does; it reaches the registry through a
       // handler set once, here.
-      lost.handler = { [weak self] key, token, current in
-        self?.ownershipLost(key, token: token, currentOwner: current)
+      failed.handler = { [weak self] key, token, failure in
+        self?.saveFailed(key, token: token, failure)
       }
     } else {
       self.commits = nil
     }
   }
 
-  /// The registry's handler for stale saves, set once in `init`.
+  /// The registry's handler for failed saves, set once in `init`.
   // Safety: written once in `init`, before the commit queue can call it (no save can start before
   // the registry exists); only read afterwards.
-  private final class LostOwnership: @unchecked Sendable {
-    var handler: (@Sendable (Key, UInt64, String?) -> Void)?
+  private final class FailedSaves: @unchecked Sendable {
+    var handler: (@Sendable (Key, UInt64, SaveFailure) -> Void)?
   }
 
   deinit {
@@ -385,40 +419,71 @@ where R.State: Sendable {
     while true {
       let (entry, live) = try await self.liveEntry(for: key)
       guard let store = live else { continue }
-      guard let commits = self.commits else {
-        if let sent = await store.trySendStartingEffectsHere(action, reading: read) {
-          sent.starts.start()
-          return (sent.task, sent.value)
-        }
-        self.storeClosedUnderneath(entry, store)
-        continue
+      if let sent = try await self.deliver(action, to: entry, store, idempotencyKey: nil, read) {
+        return sent
       }
-      let activity = entry.activity
-      // NB: counted until its state is saved: a passivation waits for it before its final save
-      // and the lease's release (else this save would come after, with a released token).
-      self.guarded.withLock { _ in entry.savesInProgress += 1 }
-      guard
-        let sent = await store.trySendStartingEffectsHere(
-          action,
-          reading: { state in (read(state), state, activity.version) }
-        )
-      else {
-        self.saveEnded(entry)
+    }
+  }
+
+  /// Sends `action` to `entry`'s live `store` and, with storage, waits for its state to be saved.
+  ///
+  /// - Returns: `nil` when the store had been shut down from outside (send to the next one).
+  func deliver<Value: Sendable>(
+    _ action: Action,
+    to entry: Entry,
+    _ store: Store<State, Action>,
+    idempotencyKey: String?,
+    _ read: @escaping @Sendable (State) -> Value
+  ) async throws -> (task: StoreTask, value: Value)? {
+    let activity = entry.activity
+    let window = self.idempotencyWindow
+    guard let commits = self.commits else {
+      let sent = await store.trySendStartingEffectsHere(action) { state in
+        if let idempotencyKey {
+          _ = activity.record(idempotencyKey: idempotencyKey, capacity: window)
+        }
+        return read(state)
+      }
+      guard let sent else {
         self.storeClosedUnderneath(entry, store)
-        continue
+        return nil
       }
       sent.starts.start()
-      let token = self.guarded.withLock { _ in entry.token }
-      let (value, state, version) = sent.value
-      do {
-        try await commits.commit(key, state: state, version: version, token: token)
-      } catch {
-        self.saveEnded(entry)
-        throw error
-      }
-      self.saveEnded(entry)
-      return (sent.task, value)
+      return (sent.task, sent.value)
     }
+    // NB: counted until its state is saved: a passivation waits for it before its final save
+    // and the lease's release (else this save would come after, with a released token).
+    self.guarded.withLock { _ in entry.savesInProgress += 1 }
+    // NB: the idempotency keys are read right after the action, before any other: the window
+    // saved with a state is exactly the keys of the sends that state includes.
+    let sent = await store.trySendStartingEffectsHere(action) { state in
+      let keys =
+        idempotencyKey.map { activity.record(idempotencyKey: $0, capacity: window) }
+        ?? activity.idempotencyKeys
+      return (read(state), state, activity.version, keys)
+    }
+    guard let sent else {
+      self.saveEnded(entry)
+      self.storeClosedUnderneath(entry, store)
+      return nil
+    }
+    sent.starts.start()
+    let token = self.guarded.withLock { _ in entry.token }
+    let (value, state, version, keys) = sent.value
+    do {
+      try await commits.commit(
+        entry.key,
+        state: state,
+        version: version,
+        token: token,
+        idempotencyKeys: keys
+      )
+    } catch {
+      self.saveEnded(entry)
+      throw error
+    }
+    self.saveEnded(entry)
+    return (sent.task, value)
   }
 
   /// A send's save ended (or its action was refused); the last one lets a passivation go on.
@@ -464,8 +529,43 @@ where R.State: Sendable {
 
   @usableFromInline
   func activatedState(of key: Key) async throws -> State {
+    let known = try self.guarded.withLock { guarded throws(SessionError) -> Bool in
+      guard !guarded.isShutDown else {
+        throw .shutDown(key: "\(key)", message: "the registry has shut down; it reads no more")
+      }
+      return guarded.entries[key] != nil
+    }
+    if let storage = self.storage, !known {
+      // NB: a key never saved reads as its initial state without activating: taking its lease
+      // would write a row for every id a client ever asked about.
+      let stored: State?
+      do {
+        stored = try await storage.load(key)
+      } catch {
+        throw Self.loadingFailed(key, error)
+      }
+      if stored == nil {
+        return DependencyValues.withValues(self.dependencies) { self.initialState(key) }
+      }
+    }
     if let store = try await self.liveEntry(for: key).store { return await store.state }
     return try await self.activatedState(of: key)
+  }
+
+  /// The error a send or read throws when loading `key` failed.
+  static func loadingFailed(_ key: Key, _ error: any Error) -> SessionError {
+    if let error = error as? SessionError { return error }
+    if let unreadable = error as? SessionStateUnreadable {
+      return .stateUnreadable(
+        key: "\(key)",
+        storedVersion: unreadable.storedVersion,
+        message: unreadable.reason
+      )
+    }
+    return .storageFailed(
+      key: "\(key)",
+      message: "loading the session failed: \(error) (\(type(of: error)))"
+    )
   }
 
   /// The live store of `key`, if it is live (not activating, passivating or absent).
@@ -473,6 +573,20 @@ where R.State: Sendable {
   /// Neither restarts its idle period nor makes it the most recently used.
   public func liveStore(for key: Key) async -> Store<State, Action>? {
     self.guarded.withLock { $0.liveStores[key] }
+  }
+
+  /// The store of `key`, activating it if it is not live (with storage: taking its lease and
+  /// loading its state), for work that needs the store itself, such as a stream of its states.
+  ///
+  /// Neither restarts its idle period nor makes it the most recently used.
+  ///
+  /// - Parameter key: The session's key.
+  /// - Returns: The key's live store (it may passivate later, as any live store does).
+  /// - Throws: ``SessionError``.
+  public func activatedStore(for key: Key) async throws -> Store<State, Action> {
+    while true {
+      if let store = try await self.liveEntry(for: key).store { return store }
+    }
   }
 
   /// The number of live stores (not counting those activating or passivating).
@@ -488,7 +602,7 @@ where R.State: Sendable {
   ///
   /// NB: the store is read here, under the lock, not from the entry afterwards: passivation
   /// changes the entry's phase under the lock, and a read outside it raced that write (TSan).
-  private func liveEntry(
+  func liveEntry(
     for key: Key
   ) async throws -> (entry: Entry, store: Store<State, Action>?) {
     while true {
@@ -521,7 +635,7 @@ where R.State: Sendable {
   }
 
   /// Waits until `entry` is live or gone.
-  private func waitForChange(of entry: Entry) async {
+  func waitForChange(of entry: Entry) async {
     await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
       let waiting = self.guarded.withLock { guarded -> Bool in
         guard guarded.entries[entry.key] === entry else { return false }
@@ -537,12 +651,14 @@ where R.State: Sendable {
     let key = entry.key
     var state: State?
     var token: UInt64 = 0
+    var idempotencyKeys: [String] = []
     if let storage = self.storage {
       do {
         switch try await storage.acquire(key, owner: self.owner) {
-        case .acquired(let acquiredToken, let stored):
+        case .acquired(let acquiredToken, let stored, let keys):
           token = acquiredToken
           state = stored
+          idempotencyKeys = keys
         case .heldBy(let owner):
           self.removeFailed(entry)
           throw SessionError.ownershipLost(
@@ -557,12 +673,10 @@ where R.State: Sendable {
         throw error
       } catch {
         self.removeFailed(entry)
-        throw SessionError.storageFailed(
-          key: "\(key)",
-          message: "loading the session failed: \(error) (\(type(of: error)))"
-        )
+        throw Self.loadingFailed(key, error)
       }
     }
+    entry.activity.restore(idempotencyKeys: idempotencyKeys, capacity: self.idempotencyWindow)
     let stale = self.guarded.withLock { $0.breaksActivation }
     let store = self.makeStore(
       key,
@@ -610,7 +724,7 @@ where R.State: Sendable {
 
   /// Removes an entry whose activation failed; its waiters try again (and fail the same way, or
   /// succeed if the cause has gone).
-  private func removeFailed(_ entry: Entry) {
+  func removeFailed(_ entry: Entry) {
     let waiters = self.guarded.withLock { guarded in
       if guarded.entries[entry.key] === entry { guarded.entries.removeValue(forKey: entry.key) }
       defer { entry.waiters = [] }
@@ -694,7 +808,7 @@ where R.State: Sendable {
   }
 
   /// Marks a live entry passivating (under the lock): it is no longer live.
-  private static func beginPassivating(_ entry: Entry, in guarded: inout Guarded) {
+  static func beginPassivating(_ entry: Entry, in guarded: inout Guarded) {
     guard case .live(let store) = entry.phase else { return }
     entry.phase = .passivating(store)
     guarded.liveStores.removeValue(forKey: entry.key)
@@ -702,23 +816,39 @@ where R.State: Sendable {
 
   /// Shuts a passivating entry's store down, saves its state and releases its lease, then lets
   /// the sends waiting for it through (to a new activation).
-  private func finishPassivating(
+  ///
+  /// A store whose lease was lost, or whose save failed, shuts down at once and saves nothing:
+  /// its state is not (or no longer) what storage holds. An erased one then removes its row.
+  func finishPassivating(
     _ entry: Entry,
     gracePeriod: Duration? = nil
   ) async
     -> SessionError?
   {
-    let (store, armed, token, lost) = self.guarded.withLock {
-      _ -> (Store<State, Action>?, Bool, UInt64, Bool) in
-      guard case .passivating(let store) = entry.phase else { return (nil, false, 0, true) }
+    let (store, armed, token, ending) = self.guarded.withLock {
+      _ -> (Store<State, Action>?, Bool, UInt64, Ending) in
+      guard case .passivating(let store) = entry.phase else { return (nil, false, 0, .discard) }
       defer { entry.isIdleTimerArmed = false }
-      return (store, entry.isIdleTimerArmed, entry.token, entry.ownershipWasLost)
+      return (store, entry.isIdleTimerArmed, entry.token, entry.ending)
     }
     guard let store else { return nil }
     if armed { entry.host.disarm(entry) }
     var failure: SessionError?
-    if lost {
+    if ending != .save {
       await store.shutdown()
+      if let storage = self.storage {
+        // NB: the sends reduced before the shutdown end first (their saves fail: the group commit
+        // refuses this lease's states once one failed), so nothing of this store is saved after.
+        await self.waitForSaves(of: entry)
+        if ending == .erase {
+          failure = await self.eraseStored(entry.key, token: token, in: storage)
+        } else if ending == .discardAndRelease {
+          try? await storage.release(
+            [SessionLease(key: entry.key, token: token)],
+            owner: self.owner
+          )
+        }
+      }
     } else {
       await store.shutdown(
         gracePeriod: gracePeriod ?? self.passivationGracePeriod,
@@ -732,7 +862,8 @@ where R.State: Sendable {
             entry.key,
             state: state,
             version: entry.activity.version,
-            token: token
+            token: token,
+            idempotencyKeys: entry.activity.idempotencyKeys
           )
           try await storage.release([SessionLease(key: entry.key, token: token)], owner: self.owner)
         } catch let error as SessionError {
@@ -769,12 +900,16 @@ where R.State: Sendable {
 
   // MARK: - Ownership
 
-  /// A save or a renewal found that another owner holds `key`'s lease: shut its store down (no
-  /// save), so pending and later sends fail or go to the owner.
-  private func ownershipLost(_ key: Key, token: UInt64, currentOwner: String?) {
+  /// A save or a renewal found that another owner holds `key`'s lease, or storage refused or
+  /// failed its save: shut its store down (no save), so pending and later sends fail, go to the
+  /// owner, or (a failed save) reactivate from the last saved state.
+  private func saveFailed(_ key: Key, token: UInt64, _ failure: SaveFailure) {
     let entry = self.guarded.withLock { guarded -> Entry? in
       guard let entry = guarded.entries[key], entry.token == token else { return nil }
-      entry.ownershipWasLost = true
+      switch failure {
+      case .ownershipLost: entry.ownershipWasLost = true
+      case .refused: entry.saveFailed = true
+      }
       guard case .live = entry.phase else { return nil }
       Self.beginPassivating(entry, in: &guarded)
       return entry
@@ -812,7 +947,9 @@ where R.State: Sendable {
     guard let lost = try? await storage.renew(leases, owner: self.owner) else { return }
     let tokens = Dictionary(leases.map { ($0.key, $0.token) }, uniquingKeysWith: { $1 })
     for key in lost {
-      if let token = tokens[key] { self.ownershipLost(key, token: token, currentOwner: nil) }
+      if let token = tokens[key] {
+        self.saveFailed(key, token: token, .ownershipLost(currentOwner: nil))
+      }
     }
   }
 
@@ -902,6 +1039,18 @@ private enum IdleStep {
   case none
   case rearm
   case passivate
+}
+
+/// How a passivating store ends.
+enum Ending {
+  /// Gracefully, then its state is saved and its lease released.
+  case save
+  /// At once, saving nothing (its lease is someone else's).
+  case discard
+  /// At once, saving nothing (its save failed), then its lease is released.
+  case discardAndRelease
+  /// At once, then its row is removed from storage.
+  case erase
 }
 
 /// What `passivate(_:)` does.

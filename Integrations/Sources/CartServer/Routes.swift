@@ -1,0 +1,161 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import Unidirectional
+import UnidirectionalServer
+
+/// `POST /carts/{customer}/items`'s body.
+struct AddItem: Decodable {
+  var item: String
+  var quantity: Int
+}
+
+/// The longest customer, item or idempotency key taken, in UTF-8 bytes (after percent-decoding).
+let maximumIdentifierLength = 256
+/// The largest request body taken.
+let maximumBodySize = 64 * 1024
+
+/// The routes of the cart server over a registry.
+///
+/// Every error is a JSON body `{"error": "..."}` naming what was wrong with the request, never a
+/// host, path or database message (``JSONErrorMiddleware`` logs those with the request's id).
+func makeRouter(carts: Carts) -> Router<BasicRequestContext> {
+  let router = Router()
+  router.add(middleware: JSONErrorMiddleware())
+  router.get("/health") { _, _ in "ok" }
+  router.post("/carts/:customer/items") { request, context -> Response in
+    let customer = try identifier(context, "customer")
+    let idempotencyKey = try idempotencyKey(of: request)
+    let buffer = try await request.body.collect(upTo: maximumBodySize)
+    let add: AddItem
+    do {
+      add = try JSONDecoder().decode(AddItem.self, from: Data(buffer: buffer))
+    } catch {
+      throw HTTPError(
+        .badRequest,
+        message: #"the body must be JSON {"item": String, "quantity": Int}: \#(describing(error))"#
+      )
+    }
+    try check(add.item, "item")
+    guard add.quantity >= 1, add.quantity <= Cart.maximumQuantity else {
+      throw HTTPError(
+        .badRequest,
+        message: "quantity must be from 1 to \(Cart.maximumQuantity), not \(add.quantity)"
+      )
+    }
+    return try await apply(
+      .add(item: add.item, quantity: add.quantity),
+      to: customer,
+      idempotencyKey,
+      carts
+    )
+  }
+  router.delete("/carts/:customer/items/:item") { request, context -> Response in
+    let customer = try identifier(context, "customer")
+    let item = try identifier(context, "item")
+    let idempotencyKey = try idempotencyKey(of: request)
+    return try await apply(.remove(item: item), to: customer, idempotencyKey, carts)
+  }
+  router.get("/carts/:customer") { _, context -> Response in
+    let customer = try identifier(context, "customer")
+    return jsonResponse(.ok, try await carts.state(of: customer))
+  }
+  router.delete("/carts/:customer") { _, context -> Response in
+    let customer = try identifier(context, "customer")
+    try await carts.erase(customer)
+    return Response(status: .noContent)
+  }
+  router.get("/carts/:customer/events") { _, context -> Response in
+    let customer = try identifier(context, "customer")
+    let store = try await carts.activatedStore(for: customer)
+    return Response(
+      status: .ok,
+      headers: [.contentType: "text/event-stream", .cacheControl: "no-cache"],
+      body: ResponseBody { writer in
+        // NB: ends on graceful shutdown, before the server waits for open connections (an
+        // endless stream would hold the shutdown), or when the cart passivates.
+        for await state in store.states.cancelOnGracefulShutdown() {
+          let json = String(decoding: try JSONEncoder().encode(state), as: UTF8.self)
+          try await writer.write(ByteBuffer(string: "data: \(json)\n\n"))
+        }
+        try await writer.finish(nil)
+      }
+    )
+  }
+  return router
+}
+
+/// Sends `action` (at most once per idempotency key, when the request has one) and answers the
+/// cart as it is right after it: 200, or 400 when the cart refused it.
+private func apply(
+  _ action: Cart.Action,
+  to customer: String,
+  _ idempotencyKey: String?,
+  _ carts: Carts
+) async throws -> Response {
+  let cart =
+    if let idempotencyKey {
+      try await carts.send(action, to: customer, idempotencyKey: idempotencyKey, reading: { $0 })
+    } else {
+      try await carts.send(action, to: customer, reading: { $0 })
+    }
+  if let refusal = cart.refusal { throw HTTPError(.badRequest, message: refusal) }
+  return jsonResponse(.ok, cart)
+}
+
+/// The path parameter `name`, percent-decoded and checked: 1 to 256 bytes of UTF-8.
+private func identifier(_ context: BasicRequestContext, _ name: String) throws -> String {
+  let raw = try context.parameters.require(name)
+  guard let decoded = raw.removingPercentEncoding else {
+    throw HTTPError(.badRequest, message: "the \(name) is not valid percent-encoded UTF-8")
+  }
+  try check(decoded, name)
+  return decoded
+}
+
+/// The request's `Idempotency-Key` header, if it has one: 1 to 256 bytes, and only one.
+private func idempotencyKey(of request: Request) throws -> String? {
+  let keys = request.headers.filter { $0.name.canonicalName == "idempotency-key" }
+  guard let key = keys.first?.value else { return nil }
+  guard keys.count == 1 else {
+    throw HTTPError(
+      .badRequest,
+      message: "a request takes one Idempotency-Key header, not \(keys.count)"
+    )
+  }
+  try check(key, "Idempotency-Key")
+  return key
+}
+
+private func check(_ value: String, _ name: String) throws {
+  let length = value.utf8.count
+  guard length >= 1, length <= maximumIdentifierLength else {
+    throw HTTPError(
+      .badRequest,
+      message: "the \(name) must be 1 to \(maximumIdentifierLength) bytes of UTF-8, not \(length)"
+    )
+  }
+}
+
+/// A decoding error in a sentence, without the coding path's type names.
+private func describing(_ error: any Error) -> String {
+  switch error as? DecodingError {
+  case .keyNotFound(let key, _): "'\(key.stringValue)' is missing"
+  case .typeMismatch(_, let context), .valueNotFound(_, let context):
+    "'\(context.codingPath.map(\.stringValue).joined(separator: "."))' has the wrong type"
+  case .dataCorrupted: "it is not valid JSON"
+  default: "it could not be read"
+  }
+}
+
+private func jsonResponse(_ status: HTTPResponse.Status, _ value: some Encodable) -> Response {
+  let encoder = JSONEncoder()
+  encoder.outputFormatting = .sortedKeys
+  let data = (try? encoder.encode(value)) ?? Data("{}".utf8)
+  return Response(
+    status: status,
+    headers: [.contentType: "application/json"],
+    body: ResponseBody(byteBuffer: ByteBuffer(data: data))
+  )
+}

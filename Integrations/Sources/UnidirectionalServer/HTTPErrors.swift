@@ -1,0 +1,142 @@
+import Foundation
+import Hummingbird
+import Logging
+import Unidirectional
+
+/// A ``SessionError`` as an HTTP answer: a status, a JSON body `{"error": "..."}` that names no
+/// host, path or database text, and `Retry-After` where retrying later can succeed.
+///
+/// | error | status |
+/// |---|---|
+/// | `shutDown` | 503, `Retry-After` |
+/// | `storageFailed` | 503, `Retry-After` |
+/// | `stateUnreadable` | 503, `Retry-After` (another version of the app may read it) |
+/// | `ownershipLost` | 409 |
+///
+/// Thrown from a route (or mapped by ``JSONErrorMiddleware``), any Hummingbird app answers it so:
+///
+/// ```swift
+/// router.add(middleware: JSONErrorMiddleware())
+/// router.get("/carts/:id") { _, context in try await carts.state(of: context.parameters.require("id")) }
+/// ```
+public struct SessionHTTPError: HTTPResponseError, Sendable {
+  /// The session error answered.
+  public let error: SessionError
+  /// The seconds a client should wait before retrying, for a 503.
+  public let retryAfterSeconds: Int
+
+  /// Maps `error`.
+  ///
+  /// - Parameters:
+  ///   - error: The session error.
+  ///   - retryAfterSeconds: The `Retry-After` of a 503 (at least 1).
+  public init(_ error: SessionError, retryAfterSeconds: Int = 1) {
+    self.error = error
+    self.retryAfterSeconds = max(1, retryAfterSeconds)
+  }
+
+  /// 409 for `ownershipLost`, 503 for the others.
+  public var status: HTTPResponse.Status {
+    switch self.error {
+    case .ownershipLost: .conflict
+    case .shutDown, .storageFailed, .stateUnreadable: .serviceUnavailable
+    }
+  }
+
+  /// What the body says: the kind of failure and what to do, never the underlying error's text
+  /// (which may name hosts, files or database messages; it goes to the log).
+  public var publicMessage: String {
+    switch self.error {
+    case .shutDown: "the service is shutting down; retry shortly"
+    case .storageFailed: "the session's storage failed; retry shortly"
+    case .stateUnreadable:
+      "this session's stored state cannot be read by this version of the service"
+    case .ownershipLost: "another instance owns this session; retry shortly"
+    }
+  }
+
+  /// The JSON answer.
+  public func response(from request: Request, context: some RequestContext) throws -> Response {
+    var headers: HTTPFields = [:]
+    if self.status == .serviceUnavailable { headers[.retryAfter] = "\(self.retryAfterSeconds)" }
+    return jsonErrorResponse(self.status, self.publicMessage, headers: headers)
+  }
+}
+
+/// Answers every error thrown below it with a JSON body `{"error": "..."}`, and logs the detail
+/// with the request's id.
+///
+/// - ``SessionError``: as ``SessionHTTPError`` says (503 with `Retry-After`, or 409).
+/// - Hummingbird's `HTTPError` and other `HTTPResponseError`s (404 for an unknown route, 413 for
+///   a body past the limit, the app's own 400s): their status and headers, with their message or
+///   the status's reason phrase.
+/// - Anything else: 500, `"internal error"`; the error's text goes to the log only.
+///
+/// Add it first, so it sees what every later middleware and route throws:
+/// `router.add(middleware: JSONErrorMiddleware())`.
+public struct JSONErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+  /// Creates the middleware.
+  public init() {}
+
+  /// Runs the rest of the chain, answering what it throws.
+  public func handle(
+    _ request: Request,
+    context: Context,
+    next: (Request, Context) async throws -> Response
+  ) async throws -> Response {
+    do {
+      return try await next(request, context)
+    } catch let error as SessionError {
+      let mapped = SessionHTTPError(error)
+      log(context, request, status: mapped.status, detail: error.description)
+      return try mapped.response(from: request, context: context)
+    } catch let error as SessionHTTPError {
+      log(context, request, status: error.status, detail: error.error.description)
+      return try error.response(from: request, context: context)
+    } catch let error as HTTPError {
+      let message = error.body ?? error.status.reasonPhrase
+      if error.status.code >= 500 { log(context, request, status: error.status, detail: message) }
+      return jsonErrorResponse(error.status, message, headers: error.headers)
+    } catch let error as any HTTPResponseError {
+      let status = error.status
+      log(context, request, status: status, detail: "\(error)")
+      return jsonErrorResponse(status, status.reasonPhrase, headers: [:])
+    } catch {
+      log(context, request, status: .internalServerError, detail: "\(error) (\(type(of: error)))")
+      return jsonErrorResponse(.internalServerError, "internal error", headers: [:])
+    }
+  }
+}
+
+private func log(
+  _ context: some RequestContext,
+  _ request: Request,
+  status: HTTPResponse.Status,
+  detail: String
+) {
+  context.logger.warning(
+    "request failed",
+    metadata: [
+      "status": "\(status.code)",
+      "method": "\(request.method)",
+      "path": "\(request.uri.path)",
+      "error": "\(detail)",
+    ]
+  )
+}
+
+/// A JSON body `{"error": message}` with `status` and `headers`.
+public func jsonErrorResponse(
+  _ status: HTTPResponse.Status,
+  _ message: String,
+  headers: HTTPFields = [:]
+) -> Response {
+  var headers = headers
+  headers[.contentType] = "application/json; charset=utf-8"
+  let data = (try? JSONEncoder().encode(["error": message])) ?? Data(#"{"error":"error"}"#.utf8)
+  return Response(
+    status: status,
+    headers: headers,
+    body: ResponseBody(byteBuffer: ByteBuffer(data: data))
+  )
+}

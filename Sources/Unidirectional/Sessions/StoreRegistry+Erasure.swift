@@ -1,0 +1,94 @@
+extension StoreRegistry {
+  /// Erases `key`'s session: its store ends at once (its effects are cancelled) and, with storage,
+  /// its row (state, idempotency keys and lease) is removed before this returns.
+  ///
+  /// For a privacy request or a closed account. A later send starts from the initial state.
+  /// Erasing a key never saved succeeds. With storage, the erasure is fenced as a save is: it
+  /// happens under this registry's lease, or (for a key not live here) only while no other
+  /// instance holds an unexpired lease.
+  ///
+  /// - Parameter key: The session's key.
+  /// - Throws: ``SessionError/ownershipLost(key:message:)`` when another instance owns the
+  ///   session; ``SessionError/storageFailed(key:message:)`` when storage failed (nothing was
+  ///   erased from it; erase again); ``SessionError/shutDown(key:message:)``.
+  public func erase(_ key: Key) async throws {
+    while true {
+      let step = try self.guarded.withLock {
+        guarded throws(SessionError) -> EraseStep<Entry> in
+        guard !guarded.isShutDown else {
+          throw .shutDown(key: "\(key)", message: "the registry has shut down; it erases nothing")
+        }
+        guard let entry = guarded.entries[key] else {
+          // NB: an entry that is never made live holds the key while storage erases it: sends
+          // wait for it, then activate from what is left (nothing).
+          let entry = Entry(key: key, clock: self.sessionClock, registry: self)
+          entry.isErasing = true
+          guarded.entries[key] = entry
+          return .notLive(entry)
+        }
+        switch entry.phase {
+        case .live:
+          entry.isErasing = true
+          Self.beginPassivating(entry, in: &guarded)
+          return .live(entry)
+        case .activating, .passivating:
+          return .wait(entry)
+        }
+      }
+      switch step {
+      case .notLive(let entry):
+        defer { self.removeFailed(entry) }
+        guard let storage = self.storage else { return }
+        if let failure = await self.eraseStored(key, token: nil, in: storage) { throw failure }
+        return
+      case .live(let entry):
+        if let failure = await self.finishPassivating(entry) { throw failure }
+        return
+      case .wait(let entry):
+        await self.waitForChange(of: entry)
+      }
+    }
+  }
+
+  /// Removes `key`'s row from storage under `token` (`nil`: this registry holds no lease).
+  func eraseStored(
+    _ key: Key,
+    token: UInt64?,
+    in storage: any SessionStorage<Key, State>
+  ) async -> SessionError? {
+    do {
+      switch try await storage.erase(key, token: token, owner: self.owner) {
+      case .saved:
+        return nil
+      case .staleToken(let owner):
+        return .ownershipLost(
+          key: "\(key)",
+          message: """
+            '\(owner ?? "another owner")' owns this session (its lease has not expired); erase it \
+            there, or retry once its lease has expired
+            """
+        )
+      case .refused(let reason):
+        return .storageFailed(
+          key: "\(key)",
+          message: "the storage refused to erase the session: \(reason)"
+        )
+      }
+    } catch {
+      return .storageFailed(
+        key: "\(key)",
+        message: "erasing the session failed (nothing was erased): \(error) (\(type(of: error)))"
+      )
+    }
+  }
+}
+
+/// What `erase(_:)` does with the key's entry.
+private enum EraseStep<Entry> {
+  /// The key is not live: its entry holds it while storage erases it.
+  case notLive(Entry)
+  /// The key is live: its store ends, then storage erases it.
+  case live(Entry)
+  /// The key is activating or passivating: wait, then look again.
+  case wait(Entry)
+}

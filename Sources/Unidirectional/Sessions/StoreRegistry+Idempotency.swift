@@ -1,0 +1,126 @@
+extension StoreRegistry {
+  /// Sends an action to `key`'s store at most once per `idempotencyKey`: a retry of a send the
+  /// session already applied is not reduced again.
+  ///
+  /// For a client that got no answer (a timeout, a crash, a 503) and retries: a failed send may
+  /// already be applied. The key is saved with the session's state in the same write, so this
+  /// holds across a crash and across instances sharing the storage. Each session keeps its last
+  /// `idempotencyWindow` keys. A key names a request: a retry under a key the session holds
+  /// returns without looking at its action.
+  ///
+  /// - Parameters:
+  ///   - action: The action.
+  ///   - key: The session's key.
+  ///   - idempotencyKey: The request's key, chosen by the client (unique per request).
+  /// - Returns: The lifetime of the effects the action started (for a retry, one already ended).
+  /// - Throws: ``SessionError``; a send that throws may be retried with the same key.
+  @discardableResult
+  public func send(_ action: Action, to key: Key, idempotencyKey: String) async throws -> StoreTask
+  {
+    try await self.sendOnce(action, to: key, idempotencyKey: idempotencyKey) { _ in () }.task
+  }
+
+  /// Sends an action at most once per `idempotencyKey` (see ``send(_:to:idempotencyKey:)``) and
+  /// reads the state: right after the action, or, for a retry of a send already applied, as it
+  /// is once that send's state is saved.
+  ///
+  /// - Parameters:
+  ///   - action: The action.
+  ///   - key: The session's key.
+  ///   - idempotencyKey: The request's key, chosen by the client (unique per request).
+  ///   - read: Reads a value from the state.
+  /// - Returns: The value read.
+  /// - Throws: ``SessionError``; a send that throws may be retried with the same key.
+  public func send<Value: Sendable>(
+    _ action: Action,
+    to key: Key,
+    idempotencyKey: String,
+    reading read: @escaping @Sendable (State) -> Value
+  ) async throws -> Value {
+    try await self.sendOnce(action, to: key, idempotencyKey: idempotencyKey, read).value
+  }
+
+  private func sendOnce<Value: Sendable>(
+    _ action: Action,
+    to key: Key,
+    idempotencyKey: String,
+    _ read: @escaping @Sendable (State) -> Value
+  ) async throws -> (task: StoreTask, value: Value) {
+    while true {
+      let (entry, live) = try await self.liveEntry(for: key)
+      guard let store = live else { continue }
+      let step = await self.claim(idempotencyKey, of: entry, store)
+      switch step {
+      case .retry:
+        continue
+      case .replay:
+        // NB: the key is in the window and no send of it is in flight: the state that includes
+        // it was saved (a failed save discards the store before its send lets go of the key).
+        return (StoreTask(), read(await store.state))
+      case .apply:
+        let sent: (task: StoreTask, value: Value)?
+        do {
+          sent = try await self.deliver(
+            action,
+            to: entry,
+            store,
+            idempotencyKey: idempotencyKey,
+            read
+          )
+        } catch {
+          self.release(idempotencyKey, of: entry)
+          throw error
+        }
+        self.release(idempotencyKey, of: entry)
+        if let sent { return sent }
+      }
+    }
+  }
+
+  /// Decides what a send with `idempotencyKey` does with `entry`'s live `store`: apply it (the
+  /// key is now claimed), answer it as a replay, or look again (after a send with the same key
+  /// ended, or once the store is no longer live).
+  private func claim(
+    _ idempotencyKey: String,
+    of entry: Entry,
+    _ store: Store<State, Action>
+  ) async -> ClaimStep {
+    var step = ClaimStep.retry
+    await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
+      let waiting = self.guarded.withLock { _ -> Bool in
+        guard case .live(let current) = entry.phase, current === store else { return false }
+        if entry.idempotentSends[idempotencyKey] != nil {
+          entry.idempotentSends[idempotencyKey]?.append(continuation)
+          return true
+        }
+        if entry.activity.includes(idempotencyKey: idempotencyKey) {
+          step = .replay
+        } else {
+          entry.idempotentSends[idempotencyKey] = []
+          step = .apply
+        }
+        return false
+      }
+      if !waiting { continuation.resume() }
+    }
+    return step
+  }
+
+  /// The send that claimed `idempotencyKey` ended: the retries waiting for it look again.
+  private func release(_ idempotencyKey: String, of entry: Entry) {
+    let waiters = self.guarded.withLock { _ in
+      entry.idempotentSends.removeValue(forKey: idempotencyKey) ?? []
+    }
+    for waiter in waiters { waiter.resume() }
+  }
+}
+
+/// What a send with an idempotency key does.
+private enum ClaimStep {
+  /// Send it: the key is claimed.
+  case apply
+  /// The session already applied it: answer with its state.
+  case replay
+  /// Look for the live store again.
+  case retry
+}
