@@ -10,8 +10,9 @@ import UnidirectionalSQLite
 
 @testable import CartServer
 
-/// Clients that retry every unanswered add with the same `Idempotency-Key` until it is answered,
-/// as a client that got no answer must. A client whose request failed waits for the harness to
+/// Clients that retry every unanswered add with the same `Idempotency-Key` until it is answered.
+///
+/// As a client that got no answer must. A client whose request failed waits for the harness to
 /// say the service is back (a restart, a failover), never on a timer.
 final class RetryingDriver: Sendable {
   let client: HTTPClient
