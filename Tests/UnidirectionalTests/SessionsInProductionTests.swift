@@ -332,6 +332,33 @@ private struct DiskFull: Error, CustomStringConvertible {
   }
 }
 
+/// Collects the issues reported to a store's observer.
+private final class IssueLog: StoreObserver, Sendable {
+  typealias State = SessionLedger.State
+  typealias Action = SessionLedger.Action
+  let issues = LockIsolated<[String]>([])
+  func issueReported(_ issue: ReportedIssue) { self.issues.withValue { $0.append(issue.message) } }
+}
+
+@Suite(.timeLimit(.minutes(1))) struct UnreadableStateReportTests {
+  @Test func anUnreadableStateIsReportedToTheKeysObserver() async throws {
+    let storage = LedgerStorage()
+    storage.store(SessionLedger.State(key: "alice", applied: [7]), for: "alice")
+    storage.makeUnreadable("alice")
+    let log = IssueLog()
+    let ledgers = StoreRegistry(storage: storage, owner: "a", observer: log) {
+      SessionLedger.State(key: $0)
+    } reducer: {
+      SessionLedger(clock: ContinuousClock(), gate: Gate())
+    }
+    await #expect(throws: SessionError.self) { try await ledgers.send(.append(1), to: "alice") }
+    #expect(log.issues.value.count == 1)
+    #expect(log.issues.value.first?.contains("alice") == true)
+    #expect(log.issues.value.first?.contains("unreadable") == true)
+    await ledgers.shutdown(gracePeriod: .seconds(1))
+  }
+}
+
 /// Stored states from older and newer versions of the app.
 @Suite struct StoredStateTests {
   struct V1: Codable, Equatable { var count: Int }

@@ -353,6 +353,9 @@ private func makeRegistry(
       #expect(storage.saveCount == savesBefore + 2)
     }
     _ = try await first.value
+    // The statistics say so: the first save, the held one, then 10 states for 50 sends.
+    #expect(registry.saveStatistics == SaveStatistics(saves: 3, states: 12, sends: 52))
+    #expect(registry.saveStatistics.meanBatchSize == 4)
     #expect(storage.storedState(for: "k3")?.applied.sorted() == [3, 13, 23, 33, 43])
     #expect(storage.storedState(for: "k0")?.applied.sorted() == [0, 0, 1, 10, 20, 30, 40])
     await registry.shutdown(gracePeriod: .seconds(1))

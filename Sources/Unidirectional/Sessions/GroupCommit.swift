@@ -36,6 +36,8 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
     var flushes = 0
     /// Tests waiting for this many states to be queued behind the save in flight.
     var queuedWaiters: [(Int, CheckedContinuation<Void, Never>)] = []
+    /// What the saves so far carried.
+    var statistics = SaveStatistics()
 
     /// Sends waiting for the next batch.
     var queuedSends: Int {
@@ -146,6 +148,11 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
     }
   }
 
+  /// What the saves so far carried.
+  var statistics: SaveStatistics {
+    self.queue.withLock { $0.statistics }
+  }
+
   /// Forgets what was saved or failed for `key` (its store is gone: a later activation counts
   /// anew).
   func forget(_ key: Key) {
@@ -167,7 +174,10 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
         for (key, pending) in batch {
           queue.pending.removeValue(forKey: key)
           queue.inFlight[key] = InFlight(version: pending.version, waiters: pending.waiters)
+          queue.statistics.sends += pending.waiters.count
         }
+        queue.statistics.saves += 1
+        queue.statistics.states += batch.count
         return Array(batch)
       }
       guard let batch else { return }
@@ -282,4 +292,26 @@ private enum CommitStep {
   case fail(SessionError)
   case wait([CheckedContinuation<Void, Never>])
   case flush([CheckedContinuation<Void, Never>])
+}
+
+/// What a registry's saves carried so far: how well group commit batches.
+public struct SaveStatistics: Sendable, Hashable {
+  /// Calls to ``SessionStorage/save(_:owner:)``.
+  public var saves = 0
+  /// States written, over every save (a key's newest state once per save).
+  public var states = 0
+  /// Sends whose acknowledgement waited on those saves (several sends of one key share a state).
+  public var sends = 0
+
+  /// Creates statistics.
+  public init(saves: Int = 0, states: Int = 0, sends: Int = 0) {
+    self.saves = saves
+    self.states = states
+    self.sends = sends
+  }
+
+  /// States per save.
+  public var meanBatchSize: Double {
+    self.saves == 0 ? 0 : Double(self.states) / Double(self.saves)
+  }
 }

@@ -542,7 +542,7 @@ where R.State: Sendable {
       do {
         stored = try await storage.load(key)
       } catch {
-        throw Self.loadingFailed(key, error)
+        throw self.loadingFailed(key, error)
       }
       if stored == nil {
         return DependencyValues.withValues(self.dependencies) { self.initialState(key) }
@@ -552,15 +552,18 @@ where R.State: Sendable {
     return try await self.activatedState(of: key)
   }
 
-  /// The error a send or read throws when loading `key` failed.
-  static func loadingFailed(_ key: Key, _ error: any Error) -> SessionError {
+  /// The error a send or read throws when loading `key` failed; an unreadable state is also
+  /// reported to the key's observer (it needs a person, not a retry).
+  func loadingFailed(_ key: Key, _ error: any Error) -> SessionError {
     if let error = error as? SessionError { return error }
     if let unreadable = error as? SessionStateUnreadable {
-      return .stateUnreadable(
+      let failure = SessionError.stateUnreadable(
         key: "\(key)",
         storedVersion: unreadable.storedVersion,
         message: unreadable.reason
       )
+      self.makeObserver(key)?.issueReported(ReportedIssue(failure.description))
+      return failure
     }
     return .storageFailed(
       key: "\(key)",
@@ -673,7 +676,7 @@ where R.State: Sendable {
         throw error
       } catch {
         self.removeFailed(entry)
-        throw Self.loadingFailed(key, error)
+        throw self.loadingFailed(key, error)
       }
     }
     entry.activity.restore(idempotencyKeys: idempotencyKeys, capacity: self.idempotencyWindow)
@@ -1014,6 +1017,11 @@ where R.State: Sendable {
   /// Suspends until `count` sends wait for the next group commit (tests of batching).
   package func waitUntilSavesQueued(_ count: Int) async {
     await self.commits?.waitUntilQueued(count)
+  }
+
+  /// What this registry's saves carried so far (zero without storage).
+  public var saveStatistics: SaveStatistics {
+    self.commits?.statistics ?? SaveStatistics()
   }
 
   /// Whether ``shutdown(gracePeriod:)`` was called.
