@@ -17,6 +17,11 @@ private func registry(
   }
 }
 
+/// The record of `keys`, oldest first.
+func record(_ keys: String...) -> IdempotencyRecord {
+  IdempotencyRecord(digests: keys.map(IdempotencyRecord.digest(of:)))
+}
+
 private struct DiskFull: Error, CustomStringConvertible {
   var description: String { "disk full" }
 }
@@ -44,7 +49,7 @@ private struct DiskFull: Error, CustomStringConvertible {
     try await ledgers.send(.append(2), to: "alice", idempotencyKey: "req-2")
     #expect(storage.storedState(for: "alice")?.applied == [1, 2])
     // The keys are saved with the state, in the same write.
-    #expect(storage.storedIdempotencyKeys(for: "alice") == ["req-1", "req-2"])
+    #expect(storage.storedIdempotency(for: "alice") == record("req-1", "req-2"))
     // A key is per session: the same key for another session is another request.
     try await ledgers.send(.append(9), to: "bob", idempotencyKey: "req-1")
     #expect(storage.storedState(for: "bob")?.applied == [9])
@@ -122,7 +127,7 @@ private struct DiskFull: Error, CustomStringConvertible {
     for (value, key) in [(1, "a"), (2, "b"), (3, "c")] {
       try await ledgers.send(.append(value), to: "alice", idempotencyKey: key)
     }
-    #expect(storage.storedIdempotencyKeys(for: "alice") == ["b", "c"])
+    #expect(storage.storedIdempotency(for: "alice") == record("b", "c"))
     try await ledgers.passivate("alice")
     // Reloaded with its state: "c" is still held, "a" has left the window.
     try await ledgers.send(.append(3), to: "alice", idempotencyKey: "c")
@@ -328,6 +333,33 @@ private struct DiskFull: Error, CustomStringConvertible {
     }
     #expect(storage.storedState(for: "alice")?.applied == [7])
     try await ledgers.send(.append(1), to: "bob")
+    await ledgers.shutdown(gracePeriod: .seconds(1))
+  }
+}
+
+@Suite struct IdempotencyRecordTests {
+  @Test func aRecordRoundTripsThroughItsBytesAndRefusesAPartialDigest() {
+    let original = record("req-1", "req-2", "a much longer key, with UTF-8: ✓")
+    #expect(original.bytes.count == 24)
+    #expect(IdempotencyRecord(bytes: original.bytes) == original)
+    #expect(IdempotencyRecord(bytes: Array(original.bytes.dropLast())) == nil)
+    #expect(original.contains("req-2"))
+    #expect(!original.contains("req-3"))
+    // Stable across processes and versions: FNV-1a's published value for "a".
+    #expect(IdempotencyRecord.digest(of: "a") == 0xaf63_dc4c_8601_ec8c)
+  }
+
+  @Test func aSaveWritesTheWindowOnlyWhenItChanged() async throws {
+    let storage = LedgerStorage()
+    let ledgers = registry("a", storage)
+    try await ledgers.send(.append(1), to: "alice", idempotencyKey: "k1")
+    #expect(storage.storedIdempotency(for: "alice") == record("k1"))
+    // Plain sends carry no window: the stored one stays.
+    try await ledgers.send(.append(2), to: "alice")
+    try await ledgers.passivate("alice")
+    #expect(storage.storedIdempotency(for: "alice") == record("k1"))
+    try await ledgers.send(.append(1), to: "alice", idempotencyKey: "k1")
+    #expect(storage.storedState(for: "alice")?.applied == [1, 2])
     await ledgers.shutdown(gracePeriod: .seconds(1))
   }
 }

@@ -212,10 +212,17 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
         version: Int(acquired.version),
         data: Data(buffer: state)
       )
-      let keys = try acquired.keys.map {
-        try JSONDecoder().decode([String].self, from: Data(buffer: $0))
+      let record = try acquired.keys.map { buffer in
+        guard let record = IdempotencyRecord(bytes: Array(buffer.readableBytesView)) else {
+          throw RecordUnreadable(size: buffer.readableBytes)
+        }
+        return record
       }
-      return .acquired(token: UInt64(acquired.token), state: decoded, idempotencyKeys: keys ?? [])
+      return .acquired(
+        token: UInt64(acquired.token),
+        state: decoded,
+        idempotency: record ?? IdempotencyRecord()
+      )
     } catch {
       // NB: the lease is given back, so another instance is not kept waiting on a key nobody
       // can serve; the stored state is left as it is.
@@ -224,7 +231,7 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
       throw SessionStateUnreadable(
         key: text,
         storedVersion: Int(acquired.version),
-        reason: "its idempotency keys do not decode: \(error)"
+        reason: "its idempotency record does not read: \(error)"
       )
     }
   }
@@ -312,6 +319,8 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     var refusals: [Int: String] = [:]
     var keys: [String] = []
     var states: [ByteBuffer] = []
+    // NB: postgres-nio binds no arrays of optionals: an empty record stands for "unchanged" (a
+    // window is written only once it took a key, so a written one is never empty).
     var windows: [ByteBuffer] = []
     var tokens: [Int64] = []
     for (index, write) in writes.enumerated() {
@@ -321,10 +330,9 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
         guard data.count <= Self.maximumStateSize else {
           throw PostgresSessionStorageError.stateTooLarge(key: key, size: data.count)
         }
-        let window = try encoder.encode(write.idempotencyKeys)
         keys.append(key)
         states.append(ByteBuffer(data: data))
-        windows.append(ByteBuffer(data: window))
+        windows.append(ByteBuffer(bytes: write.idempotency?.bytes ?? []))
         tokens.append(Int64(write.token))
       } catch {
         refusals[index] = "\(error)"
@@ -338,7 +346,7 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
           """
           UPDATE \(unescaped: self.table) AS t
           SET state = v.state, encoding_version = \(Int32(self.stateVersion)),
-            idempotency_keys = v.keys
+            idempotency_keys = coalesce(nullif(v.keys, ''::bytea), t.idempotency_keys)
           FROM UNNEST(\(keys)::text[], \(states)::bytea[], \(windows)::bytea[], \(tokens)::int8[])
             AS v(key, state, keys, token)
           WHERE t.key = v.key AND t.token = v.token AND t.owner = \(owner)
@@ -431,6 +439,12 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     }
     return nil
   }
+}
+
+/// A stored idempotency record that is not a whole number of digests.
+private struct RecordUnreadable: Error, CustomStringConvertible {
+  let size: Int
+  var description: String { "it is \(self.size) bytes, not a whole number of digests" }
 }
 
 /// `PSQLError`'s description is only "Database error": the reflection names the cause.

@@ -183,10 +183,10 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
         return .heldBy(owner: currentOwner)
       }
       var state: State?
-      var keys: [String] = []
+      var idempotency = IdempotencyRecord()
       if let data: Data = current?["state"] {
         state = try self.readState(text, version: current?["encoding_version"] ?? 1, data: data)
-        keys = try Self.decodeKeys(current?["idempotency_keys"], of: text)
+        idempotency = try Self.readRecord(current?["idempotency_keys"], of: text)
       }
       if currentOwner != owner || expiry <= now { token += 1 }
       try db.execute(
@@ -197,7 +197,7 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
           """,
         arguments: [text, owner, now + lease, token]
       )
-      return .acquired(token: UInt64(token), state: state, idempotencyKeys: keys)
+      return .acquired(token: UInt64(token), state: state, idempotency: idempotency)
     }
   }
 
@@ -256,17 +256,16 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
     return result
   }
 
-  private static func decodeKeys(_ data: Data?, of key: String) throws -> [String] {
-    guard let data else { return [] }
-    do {
-      return try JSONDecoder().decode([String].self, from: data)
-    } catch {
+  private static func readRecord(_ data: Data?, of key: String) throws -> IdempotencyRecord {
+    guard let data else { return IdempotencyRecord() }
+    guard let record = IdempotencyRecord(bytes: Array(data)) else {
       throw SessionStateUnreadable(
         key: key,
         storedVersion: nil,
-        reason: "its idempotency keys do not decode: \(error)"
+        reason: "its idempotency record is \(data.count) bytes, not a whole number of digests"
       )
     }
+    return record
   }
 
   /// Saves the batch in one transaction; a write whose token is stale is refused, and one that
@@ -285,8 +284,8 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
         guard data.count <= Self.maximumStateSize else {
           throw SQLiteSessionStorageError.stateTooLarge(key: key, size: data.count)
         }
-        let keys = write.idempotencyKeys.isEmpty ? nil : try encoder.encode(write.idempotencyKeys)
-        return (key, data, keys, Int64(write.token))
+        let record = write.idempotency.map { Data($0.bytes) }
+        return (key, data, record, Int64(write.token))
       }
       .mapError { Refusal(reason: "\($0)") }
     }
@@ -294,7 +293,8 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
     return try await self.pool.write { db in
       let update = try db.cachedStatement(
         sql: """
-          UPDATE \(table) SET state = ?, encoding_version = ?, idempotency_keys = ?
+          UPDATE \(table)
+          SET state = ?, encoding_version = ?, idempotency_keys = coalesce(?, idempotency_keys)
           WHERE key = ? AND token = ? AND owner = ?
           """
       )

@@ -16,7 +16,7 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
     var state: State
     var version: UInt64
     var token: UInt64
-    var idempotencyKeys: [String]
+    var idempotency: (record: IdempotencyRecord, version: UInt64)
     var waiters: [Waiter]
   }
 
@@ -30,6 +30,8 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
     var inFlight: [Key: InFlight] = [:]
     /// The newest version saved per key, while the key is live.
     var saved: [Key: UInt64] = [:]
+    /// The version of each live key's idempotency window last written (none: as loaded).
+    var savedWindows: [Key: UInt64] = [:]
     /// Keys whose save failed, with the lease's token and why: later states are refused.
     var failed: [Key: (token: UInt64, failure: SessionError)] = [:]
     /// Saves in flight (at most `maximumFlushes`), each with its own batch.
@@ -81,14 +83,14 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
     self.maximumFlushes = max(1, storage.concurrentSaves)
   }
 
-  /// Returns once `state` (version `version` of `key`, with the idempotency keys it includes), or
-  /// a newer one, is saved.
+  /// Returns once `state` (version `version` of `key`, with the idempotency window it includes),
+  /// or a newer one, is saved.
   func commit(
     _ key: Key,
     state: State,
     version: UInt64,
     token: UInt64,
-    idempotencyKeys: [String]
+    idempotency: (record: IdempotencyRecord, version: UInt64)
   ) async throws {
     try await withCheckedThrowingContinuation { (waiter: Waiter) in
       let next = self.queue.withLock { queue -> CommitStep in
@@ -104,7 +106,7 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
             pending.state = state
             pending.version = version
             pending.token = token
-            pending.idempotencyKeys = idempotencyKeys
+            pending.idempotency = idempotency
           }
           pending.waiters.append(waiter)
           queue.pending[key] = pending
@@ -113,7 +115,7 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
             state: state,
             version: version,
             token: token,
-            idempotencyKeys: idempotencyKeys,
+            idempotency: idempotency,
             waiters: [waiter]
           )
         }
@@ -158,6 +160,7 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
   func forget(_ key: Key) {
     self.queue.withLock { queue in
       queue.saved.removeValue(forKey: key)
+      queue.savedWindows.removeValue(forKey: key)
       queue.failed.removeValue(forKey: key)
     }
   }
@@ -165,11 +168,16 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
   /// Saves batches until nothing it may take waits.
   private func flush() async {
     while true {
-      let batch = self.queue.withLock { queue -> [(Key, Pending)]? in
+      let taken = self.queue.withLock { queue -> (batch: [(Key, Pending)], windows: [Bool])? in
         let batch = queue.pending.filter { queue.inFlight[$0.key] == nil }
         guard !batch.isEmpty else {
           queue.flushes -= 1
           return nil
+        }
+        // NB: a window unchanged since this lease last wrote it is not written again: most saves
+        // carry the state alone.
+        let windows = batch.map { key, pending in
+          pending.idempotency.version != queue.savedWindows[key] ?? 0
         }
         for (key, pending) in batch {
           queue.pending.removeValue(forKey: key)
@@ -178,15 +186,15 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
         }
         queue.statistics.saves += 1
         queue.statistics.states += batch.count
-        return Array(batch)
+        return (Array(batch), windows)
       }
-      guard let batch else { return }
-      let writes = batch.map {
+      guard let (batch, windows) = taken else { return }
+      let writes = zip(batch, windows).map { entry, writesWindow in
         SessionWrite(
-          key: $0.0,
-          state: $0.1.state,
-          token: $0.1.token,
-          idempotencyKeys: $0.1.idempotencyKeys
+          key: entry.0,
+          state: entry.1.state,
+          token: entry.1.token,
+          idempotency: writesWindow ? entry.1.idempotency.record : nil
         )
       }
       let outcome: Result<[SessionSaveResult], any Error>
@@ -216,6 +224,10 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
           switch results[index] {
           case .saved:
             queue.saved[key] = max(queue.saved[key] ?? 0, pending.version)
+            queue.savedWindows[key] = max(
+              queue.savedWindows[key] ?? 0,
+              pending.idempotency.version
+            )
             failure = nil
           case .staleToken(let owner):
             failure = (

@@ -20,7 +20,7 @@ public final class InMemorySessionStorage<Key: Hashable & Sendable, State: Senda
     var owner: String?
     var expiry: Duration = .zero
     var token: UInt64 = 0
-    var idempotencyKeys: [String] = []
+    var idempotency = IdempotencyRecord()
     var isUnreadable = false
     /// Why saves of this key are refused (a test's stand-in for a value the database refuses).
     var refusal: String?
@@ -71,7 +71,7 @@ public final class InMemorySessionStorage<Key: Hashable & Sendable, State: Senda
       row.owner = owner
       row.expiry = now + self.leaseDuration
       contents.rows[key] = row
-      return .acquired(token: row.token, state: row.state, idempotencyKeys: row.idempotencyKeys)
+      return .acquired(token: row.token, state: row.state, idempotency: row.idempotency)
     }
   }
 
@@ -125,7 +125,7 @@ public final class InMemorySessionStorage<Key: Hashable & Sendable, State: Senda
         }
         if let refusal = row.refusal { return .refused(reason: refusal) }
         row.state = write.state
-        row.idempotencyKeys = write.idempotencyKeys
+        if let idempotency = write.idempotency { row.idempotency = idempotency }
         contents.rows[write.key] = row
         contents.writeCount += 1
         return .saved
@@ -189,9 +189,9 @@ public final class InMemorySessionStorage<Key: Hashable & Sendable, State: Senda
     }
   }
 
-  /// The idempotency keys stored with `key`'s state, oldest first.
-  public func storedIdempotencyKeys(for key: Key) -> [String] {
-    self.contents.withLock { $0.rows[key]?.idempotencyKeys ?? [] }
+  /// The idempotency record stored with `key`'s state.
+  public func storedIdempotency(for key: Key) -> IdempotencyRecord {
+    self.contents.withLock { $0.rows[key]?.idempotency ?? IdempotencyRecord() }
   }
 
   /// Whether `key` has a row at all (a state or a lease).

@@ -45,40 +45,51 @@ import Synchronization
     self.count.load(ordering: .relaxed)
   }
 
-  /// The idempotency keys the state includes, oldest first (saved with it).
-  var idempotencyKeys: [String] {
-    self.window.withLock { $0.order }
+  /// The idempotency window the state includes, and how many keys it took since activation
+  /// (its version: a save writes the window only when that changed).
+  var idempotency: (record: IdempotencyRecord, version: UInt64) {
+    self.window.withLock { (IdempotencyRecord(digests: $0.order), $0.version) }
   }
 
-  /// Starts the window from the keys stored with the loaded state.
-  func restore(idempotencyKeys: [String], capacity: Int) {
+  /// Starts the window from the record stored with the loaded state (version 0: as stored).
+  func restore(_ record: IdempotencyRecord, capacity: Int) {
     self.window.withLock { window in
-      for key in idempotencyKeys { window.insert(key, capacity: capacity) }
+      for digest in record.digests { window.insert(digest, capacity: capacity) }
+      window.version = 0
     }
   }
 
   /// Whether the state includes the send that came with `key`.
   func includes(idempotencyKey key: String) -> Bool {
-    self.window.withLock { $0.members.contains(key) }
+    let digest = IdempotencyRecord.digest(of: key)
+    return self.window.withLock { $0.members.contains(digest) }
   }
 
   /// Records that the state now includes the send that came with `key`; returns the window.
-  func record(idempotencyKey key: String, capacity: Int) -> [String] {
-    self.window.withLock { window in
-      window.insert(key, capacity: capacity)
-      return window.order
+  func record(
+    idempotencyKey key: String,
+    capacity: Int
+  ) -> (record: IdempotencyRecord, version: UInt64) {
+    let digest = IdempotencyRecord.digest(of: key)
+    return self.window.withLock { window in
+      window.insert(digest, capacity: capacity)
+      return (IdempotencyRecord(digests: window.order), window.version)
     }
   }
 }
 
-/// A session's last idempotency keys: the newest `capacity` of them, in order, and as a set.
+/// A session's last idempotency keys, by digest: the newest `capacity` of them, in order, and as
+/// a set.
 struct IdempotencyWindow: Sendable {
-  var order: [String] = []
-  var members: Set<String> = []
+  var order: [UInt64] = []
+  var members: Set<UInt64> = []
+  /// Keys taken since activation.
+  var version: UInt64 = 0
 
-  mutating func insert(_ key: String, capacity: Int) {
-    guard self.members.insert(key).inserted else { return }
-    self.order.append(key)
+  mutating func insert(_ digest: UInt64, capacity: Int) {
+    guard self.members.insert(digest).inserted else { return }
+    self.version &+= 1
+    self.order.append(digest)
     let excess = self.order.count - capacity
     guard excess > 0 else { return }
     for old in self.order.prefix(excess) { self.members.remove(old) }

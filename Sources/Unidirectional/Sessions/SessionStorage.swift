@@ -10,7 +10,8 @@
 ///   token greater than any granted before for that key; otherwise it names the current owner.
 /// - ``save(_:owner:)`` writes a state only if its token is still the key's current one, checked in
 ///   the same step that writes (a stale owner never overwrites a newer one). It stores each
-///   write's idempotency keys with its state, in the same write. A write the backend cannot take
+///   write's idempotency record with its state, in the same write (and keeps the stored one when
+///   the write carries none). A write the backend cannot take
 ///   (too large, a value it refuses) is ``SessionSaveResult/refused(reason:)`` on its own: the
 ///   rest of the batch is saved.
 /// - ``load(_:)`` and a read of a key never saved write nothing.
@@ -39,7 +40,7 @@ public protocol SessionStorage<Key, State>: Sendable {
   /// Takes `key`'s lease for `owner` and loads its stored state.
   ///
   /// - Returns: The lease's fencing token, the stored state (`nil` for a key never saved) and its
-  ///   idempotency keys, or the owner that holds the lease.
+  ///   idempotency record, or the owner that holds the lease.
   /// - Throws: When the storage fails; ``SessionStateUnreadable`` when the stored state cannot be
   ///   read (it is left as is).
   func acquire(_ key: Key, owner: String) async throws -> SessionAcquisition<State>
@@ -51,7 +52,7 @@ public protocol SessionStorage<Key, State>: Sendable {
   ///   read.
   func load(_ key: Key) async throws -> State?
 
-  /// Removes `key`'s row (its state, its idempotency keys and its lease) for good.
+  /// Removes `key`'s row (its state, its idempotency record and its lease) for good.
   ///
   /// - Parameters:
   ///   - key: The session's key.
@@ -90,8 +91,8 @@ extension SessionStorage {
 /// The outcome of ``SessionStorage/acquire(_:owner:)``.
 public enum SessionAcquisition<State: Sendable>: Sendable {
   /// The lease is the caller's, under this fencing token; the key's stored state, if any, and
-  /// the idempotency keys saved with it (oldest first).
-  case acquired(token: UInt64, state: State?, idempotencyKeys: [String] = [])
+  /// the idempotency record saved with it.
+  case acquired(token: UInt64, state: State?, idempotency: IdempotencyRecord = IdempotencyRecord())
   /// Another owner holds an unexpired lease.
   case heldBy(owner: String)
 
@@ -116,16 +117,17 @@ public struct SessionWrite<Key: Hashable & Sendable, State: Sendable>: Sendable 
   public var state: State
   /// The fencing token of the writer's lease.
   public var token: UInt64
-  /// The idempotency keys of the sends this state includes (the session's window, oldest first),
-  /// stored with the state in the same write.
-  public var idempotencyKeys: [String]
+  /// The idempotency record of the sends this state includes, to store with the state in the
+  /// same write; `nil` when it has not changed since this lease last wrote it (keep the stored
+  /// one).
+  public var idempotency: IdempotencyRecord?
 
   /// Creates a write.
-  public init(key: Key, state: State, token: UInt64, idempotencyKeys: [String] = []) {
+  public init(key: Key, state: State, token: UInt64, idempotency: IdempotencyRecord? = nil) {
     self.key = key
     self.state = state
     self.token = token
-    self.idempotencyKeys = idempotencyKeys
+    self.idempotency = idempotency
   }
 }
 

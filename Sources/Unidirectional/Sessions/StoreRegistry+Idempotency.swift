@@ -51,7 +51,7 @@ extension StoreRegistry {
       guard let store = live else { continue }
       let step = await self.claim(idempotencyKey, of: entry, store)
       switch step {
-      case .retry:
+      case .retry, .wait:
         continue
       case .replay:
         // NB: the key is in the window and no send of it is in flight: the state that includes
@@ -80,30 +80,31 @@ extension StoreRegistry {
   /// Decides what a send with `idempotencyKey` does with `entry`'s live `store`: apply it (the
   /// key is now claimed), answer it as a replay, or look again (after a send with the same key
   /// ended, or once the store is no longer live).
+  ///
+  /// NB: decided under the lock without suspending; only a retry that must wait for a send of the
+  /// same key in flight suspends (a suspension on every send was most of this path's cost).
   private func claim(
     _ idempotencyKey: String,
     of entry: Entry,
     _ store: Store<State, Action>
   ) async -> ClaimStep {
-    var step = ClaimStep.retry
+    let step = self.guarded.withLock { _ -> ClaimStep in
+      guard case .live(let current) = entry.phase, current === store else { return .retry }
+      if entry.idempotentSends[idempotencyKey] != nil { return .wait }
+      if entry.activity.includes(idempotencyKey: idempotencyKey) { return .replay }
+      entry.idempotentSends[idempotencyKey] = []
+      return .apply
+    }
+    guard step == .wait else { return step }
     await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
       let waiting = self.guarded.withLock { _ -> Bool in
-        guard case .live(let current) = entry.phase, current === store else { return false }
-        if entry.idempotentSends[idempotencyKey] != nil {
-          entry.idempotentSends[idempotencyKey]?.append(continuation)
-          return true
-        }
-        if entry.activity.includes(idempotencyKey: idempotencyKey) {
-          step = .replay
-        } else {
-          entry.idempotentSends[idempotencyKey] = []
-          step = .apply
-        }
-        return false
+        guard entry.idempotentSends[idempotencyKey] != nil else { return false }
+        entry.idempotentSends[idempotencyKey]?.append(continuation)
+        return true
       }
       if !waiting { continuation.resume() }
     }
-    return step
+    return .retry
   }
 
   /// The send that claimed `idempotencyKey` ended: the retries waiting for it look again.
@@ -123,4 +124,6 @@ private enum ClaimStep {
   case replay
   /// Look for the live store again.
   case retry
+  /// A send with the same key is in flight: wait for it to end, then look again.
+  case wait
 }

@@ -459,7 +459,7 @@ where R.State: Sendable {
     let sent = await store.trySendStartingEffectsHere(action) { state in
       let keys =
         idempotencyKey.map { activity.record(idempotencyKey: $0, capacity: window) }
-        ?? activity.idempotencyKeys
+        ?? activity.idempotency
       return (read(state), state, activity.version, keys)
     }
     guard let sent else {
@@ -476,7 +476,7 @@ where R.State: Sendable {
         state: state,
         version: version,
         token: token,
-        idempotencyKeys: keys
+        idempotency: keys
       )
     } catch {
       self.saveEnded(entry)
@@ -654,14 +654,14 @@ where R.State: Sendable {
     let key = entry.key
     var state: State?
     var token: UInt64 = 0
-    var idempotencyKeys: [String] = []
+    var idempotency = IdempotencyRecord()
     if let storage = self.storage {
       do {
         switch try await storage.acquire(key, owner: self.owner) {
         case .acquired(let acquiredToken, let stored, let keys):
           token = acquiredToken
           state = stored
-          idempotencyKeys = keys
+          idempotency = keys
         case .heldBy(let owner):
           self.removeFailed(entry)
           throw SessionError.ownershipLost(
@@ -679,7 +679,7 @@ where R.State: Sendable {
         throw self.loadingFailed(key, error)
       }
     }
-    entry.activity.restore(idempotencyKeys: idempotencyKeys, capacity: self.idempotencyWindow)
+    entry.activity.restore(idempotency, capacity: self.idempotencyWindow)
     let stale = self.guarded.withLock { $0.breaksActivation }
     let store = self.makeStore(
       key,
@@ -866,7 +866,7 @@ where R.State: Sendable {
             state: state,
             version: entry.activity.version,
             token: token,
-            idempotencyKeys: entry.activity.idempotencyKeys
+            idempotency: entry.activity.idempotency
           )
           try await storage.release([SessionLease(key: entry.key, token: token)], owner: self.owner)
         } catch let error as SessionError {
