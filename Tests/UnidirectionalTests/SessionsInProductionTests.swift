@@ -337,6 +337,51 @@ private struct DiskFull: Error, CustomStringConvertible {
   }
 }
 
+/// Where a key's owner is: recorded with its lease, learned by the other instances.
+@Suite(.timeLimit(.minutes(1))) struct SessionOwnerTests {
+  @Test func anotherInstanceLearnsTheOwnersAddressAndStillAsksStorageEachTime() async throws {
+    let time = TestClock()
+    let storage = LedgerStorage(clock: time, leaseDuration: .seconds(10))
+    let a = registry("node-a", storage)
+    let b = registry("node-b", storage)
+    a.advertisedAddress = "http://127.0.0.1:8001"
+    #expect(a.advertisedAddress == "http://127.0.0.1:8001")
+    try await a.send(.append(1), to: "alice")
+    await time.advance(by: .seconds(4))
+    let error = await #expect(throws: SessionError.self) {
+      try await b.send(.append(2), to: "alice")
+    }
+    #expect(error?.message.contains("'node-a' at http://127.0.0.1:8001") == true)
+    #expect(error?.message.contains("6 s left") == true)
+    #expect(
+      b.owner(of: "alice")
+        == SessionOwner(name: "node-a", address: "http://127.0.0.1:8001", leaseLeft: .seconds(6))
+    )
+    // A lets the key go: B's next send asks the storage again, not its hint, and takes it.
+    try await a.passivate("alice")
+    let applied = try await b.send(.append(2), to: "alice", reading: { $0.applied })
+    #expect(applied == [1, 2])
+    #expect(b.owner(of: "alice") == nil)
+    await a.shutdown(gracePeriod: .seconds(1))
+    await b.shutdown(gracePeriod: .seconds(1))
+  }
+
+  @Test func anOwnerWithNoAddressIsNamedWithoutOneAndCanBeForgotten() async throws {
+    let storage = LedgerStorage()
+    let a = registry("node-a", storage)
+    let b = registry("node-b", storage)
+    try await a.send(.append(1), to: "alice")
+    await #expect(throws: SessionError.self) { try await b.send(.append(2), to: "alice") }
+    #expect(b.owner(of: "alice")?.address == nil)
+    b.forgetOwner(of: "alice")
+    #expect(b.owner(of: "alice") == nil)
+    #expect(SessionOwner.seconds(.milliseconds(1)) == 1)
+    #expect(SessionOwner.seconds(.milliseconds(2_500)) == 3)
+    await a.shutdown(gracePeriod: .seconds(1))
+    await b.shutdown(gracePeriod: .seconds(1))
+  }
+}
+
 @Suite struct IdempotencyRecordTests {
   @Test func aRecordRoundTripsThroughItsBytesAndRefusesAPartialDigest() {
     let original = record("req-1", "req-2", "a much longer key, with UTF-8: ✓")

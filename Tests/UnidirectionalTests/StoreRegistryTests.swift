@@ -406,8 +406,14 @@ final class GatedStorage<Key: Hashable & Sendable, State: Sendable>: SessionStor
     for continuation in held { continuation.resume() }
   }
 
-  func acquire(_ key: Key, owner: String) async throws -> SessionAcquisition<State> {
-    try await self.base.acquire(key, owner: owner)
+  func acquire(
+    _ key: Key,
+    owner: String,
+    address: String?
+  ) async throws
+    -> SessionAcquisition<State>
+  {
+    try await self.base.acquire(key, owner: owner, address: address)
   }
 
   func save(

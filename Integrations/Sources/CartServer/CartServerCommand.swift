@@ -42,13 +42,19 @@ struct CartServerCommand {
       case "--lease-seconds": options.leaseSeconds = try number(value, flag)
       case "--idle-seconds": options.idleSeconds = try number(value, flag)
       case "--table": options.table = value
+      case "--advertise":
+        guard let url = URL(string: value), ["http", "https"].contains(url.scheme), url.host != nil
+        else {
+          throw UsageError("--advertise takes an address like http://10.0.0.7:8080, not '\(value)'")
+        }
+        options.advertise = value
       default:
         throw UsageError(
           """
           unknown option '\(flag)'. Usage: cart-server [--host 127.0.0.1] [--port 8080] \
           [--storage sqlite:PATH | postgres://USER@HOST:PORT/DB | memory] [--owner NAME] \
-          [--lease-seconds N]; cart-server load --url URL [--clients 64] [--seconds 10] \
-          [--customers 1000]
+          [--lease-seconds N] [--advertise URL]; cart-server load --url URL [--url URL ...] \
+          [--clients 64] [--seconds 10] [--customers 1000]
           """
         )
       }
@@ -58,11 +64,16 @@ struct CartServerCommand {
 
   static func parseLoad(_ arguments: [String]) throws -> LoadOptions {
     var options = LoadOptions()
+    var urls: [String] = []
     var rest = arguments[...]
     while let flag = rest.popFirst() {
       guard let value = rest.popFirst() else { throw UsageError("\(flag) needs a value") }
       switch flag {
-      case "--url": options.url = value
+      case "--url":
+        guard URL(string: value)?.host != nil else {
+          throw UsageError("--url takes an address like http://127.0.0.1:8080, not '\(value)'")
+        }
+        urls.append(value)
       case "--clients": options.clients = try number(value, flag)
       case "--seconds": options.seconds = try number(value, flag)
       case "--customers": options.customers = try number(value, flag)
@@ -72,6 +83,7 @@ struct CartServerCommand {
     guard options.clients >= 1, options.seconds >= 1, options.customers >= 1 else {
       throw UsageError("--clients, --seconds and --customers must be at least 1")
     }
+    if !urls.isEmpty { options.urls = urls }
     return options
   }
 

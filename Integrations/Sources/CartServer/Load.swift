@@ -5,7 +5,10 @@ import Synchronization
 
 /// `cart-server load`'s options.
 struct LoadOptions: Sendable {
-  var url = "http://127.0.0.1:8080"
+  /// The instances; each request goes to the next in turn.
+  var urls = ["http://127.0.0.1:8080"]
+  /// The first instance (where the final read of the carts goes).
+  var url: String { self.urls[0] }
   var clients = 64
   var seconds = 10
   var customers = 1_000
@@ -43,6 +46,10 @@ final class LoadTally: Sendable {
     var errors = 0
   }
   private let counts = Mutex(Counts())
+  private let turns = Atomic(0)
+
+  /// The next request's turn (which instance it goes to, round-robin).
+  func nextTurn() -> Int { self.turns.add(1, ordering: .relaxed).oldValue }
 
   func record(customer: String, item: String, milliseconds: Double, acknowledged: Bool) {
     self.counts.withLock { counts in
@@ -107,7 +114,8 @@ private func drive(
         while ContinuousClock.now < deadline {
           let customer = "c\(Int.random(in: 0..<options.customers, using: &random))"
           let item = items[Int.random(in: 0..<items.count, using: &random)]
-          var request = HTTPClientRequest(url: "\(options.url)/carts/\(customer)/items")
+          let url = options.urls[tally.nextTurn() % options.urls.count]
+          var request = HTTPClientRequest(url: "\(url)/carts/\(customer)/items")
           request.method = .POST
           request.headers.add(name: "content-type", value: "application/json")
           request.body = .bytes(ByteBuffer(string: #"{"item": "\#(item)", "quantity": 1}"#))

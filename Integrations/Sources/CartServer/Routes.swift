@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -16,13 +17,17 @@ let maximumIdentifierLength = 256
 /// The largest request body taken.
 let maximumBodySize = 64 * 1024
 
-/// The routes of the cart server over a registry.
+/// The routes of the cart server over a registry; with `forwarding`, a request for a cart that
+/// another instance owns is forwarded to it.
 ///
 /// Every error is a JSON body `{"error": "..."}` naming what was wrong with the request, never a
 /// host, path or database message (``JSONErrorMiddleware`` logs those with the request's id).
-func makeRouter(carts: Carts) -> Router<BasicRequestContext> {
+func makeRouter(carts: Carts, forwarding: HTTPClient? = nil) -> Router<BasicRequestContext> {
   let router = Router()
   router.add(middleware: JSONErrorMiddleware())
+  if let forwarding {
+    router.add(middleware: ForwardingMiddleware(registry: carts, client: forwarding))
+  }
   router.get("/health") { _, _ in "ok" }
   router.post("/carts/:customer/items") { request, context -> Response in
     let customer = try identifier(context, "customer")

@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import Foundation
 import Hummingbird
 import Logging
@@ -70,6 +71,8 @@ struct ServeOptions: Sendable {
   var idleSeconds = 300
   /// The table (SQLite or Postgres) carts are kept in.
   var table = "carts"
+  /// How the other instances reach this one (default `http://HOST:PORT`).
+  var advertise: String?
   init() {}
 }
 
@@ -132,19 +135,35 @@ func serve(_ options: ServeOptions, logger: Logger) async throws {
   }
   let kind = options.storage.kind
   let host = options.host
+  // NB: one client for every forwarded request, its connections to each instance bounded.
+  var clientConfiguration = HTTPClient.Configuration()
+  clientConfiguration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 64
+  clientConfiguration.timeout.connect = .seconds(1)
+  let forwarding = HTTPClient(
+    eventLoopGroupProvider: .singleton,
+    configuration: clientConfiguration
+  )
+  carts.advertisedAddress = options.advertise ?? "http://\(host):\(options.port)"
   let app = Application(
-    router: makeRouter(carts: carts),
+    router: makeRouter(carts: carts, forwarding: forwarding),
     configuration: .init(address: .hostname(options.host, port: options.port)),
     services: [carts],
     onServerRunning: { channel in
       let port = channel.localAddress?.port ?? options.port
+      if options.advertise == nil { carts.advertisedAddress = "http://\(host):\(port)" }
       let line = "cart-server listening on \(host):\(port) (storage: \(kind))\n"
       FileHandle.standardOutput.write(Data(line.utf8))
     },
     logger: logger
   )
   defer { postgres?.task.cancel() }
-  try await app.runService()
+  do {
+    try await app.runService()
+  } catch {
+    try? await forwarding.shutdown()
+    throw error
+  }
+  try await forwarding.shutdown()
 }
 
 /// Runs `operation`, failing with a message naming `what` if it takes longer than `seconds`.

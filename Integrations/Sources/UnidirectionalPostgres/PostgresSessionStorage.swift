@@ -86,6 +86,7 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     [
       "key text", "state bytea", "encoding_version integer", "owner text",
       "lease_expires_at timestamp with time zone", "token bigint", "idempotency_keys bytea",
+      "owner_address text",
     ]
   }
 
@@ -109,14 +110,18 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
             owner text,
             lease_expires_at timestamptz NOT NULL DEFAULT 'epoch',
             token bigint NOT NULL DEFAULT 0,
-            idempotency_keys bytea
+            idempotency_keys bytea,
+            owner_address text
           )
           """,
           logger: self.logger
         )
         // The first release's table gains the columns that came since; its rows stay.
         try await connection.query(
-          "ALTER TABLE \(unescaped: table) ADD COLUMN IF NOT EXISTS idempotency_keys bytea",
+          """
+          ALTER TABLE \(unescaped: table) ADD COLUMN IF NOT EXISTS idempotency_keys bytea,
+            ADD COLUMN IF NOT EXISTS owner_address text
+          """,
           logger: self.logger
         )
         let rows = try await connection.query(
@@ -166,19 +171,24 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
   /// Takes `key`'s lease for `owner` (free, expired or already `owner`'s) and loads its state.
   ///
   /// One statement; a state that cannot be read gives the lease back.
-  public func acquire(_ key: Key, owner: String) async throws -> SessionAcquisition<State> {
+  public func acquire(
+    _ key: Key,
+    owner: String,
+    address: String?
+  ) async throws -> SessionAcquisition<State> {
     let text = try self.text(key)
     let lease = self.leaseMilliseconds
     let acquired: (token: Int64, state: ByteBuffer?, version: Int32, keys: ByteBuffer?)?
     do {
       let rows = try await self.client.query(
         """
-        INSERT INTO \(unescaped: self.table) AS t (key, owner, lease_expires_at, token)
-        VALUES (\(text), \(owner), now() + \(lease) * interval '1 millisecond', 1)
+        INSERT INTO \(unescaped: self.table) AS t (key, owner, owner_address, lease_expires_at, token)
+        VALUES (\(text), \(owner), \(address), now() + \(lease) * interval '1 millisecond', 1)
         ON CONFLICT (key) DO UPDATE SET
           token = CASE WHEN t.owner = excluded.owner AND t.lease_expires_at > now()
             THEN t.token ELSE t.token + 1 END,
           owner = excluded.owner,
+          owner_address = excluded.owner_address,
           lease_expires_at = excluded.lease_expires_at
         WHERE t.owner IS NULL OR t.owner = excluded.owner OR t.lease_expires_at <= now()
         RETURNING t.token, t.state, t.encoding_version, t.idempotency_keys
@@ -192,12 +202,21 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
       acquired = found.map { (token: $0.0, state: $0.1, version: $0.2, keys: $0.3) }
       if acquired == nil {
         let owners = try await self.client.query(
-          "SELECT owner FROM \(unescaped: self.table) WHERE key = \(text)",
+          """
+          SELECT owner, owner_address,
+            (extract(epoch FROM lease_expires_at - now()) * 1000)::int8
+          FROM \(unescaped: self.table) WHERE key = \(text)
+          """,
           logger: self.logger
         )
-        var holder: String?
-        for try await (current) in owners.decode(String?.self) { holder = current }
-        return .heldBy(owner: holder ?? "another owner")
+        for try await (holder, address, left) in owners.decode((String?, String?, Int64).self) {
+          return .heldBy(
+            owner: holder ?? "another owner",
+            address: address,
+            expiresIn: .milliseconds(max(0, left))
+          )
+        }
+        return .heldBy(owner: "another owner")
       }
     } catch {
       throw PostgresSessionStorageError.databaseUnavailable(describing(error))
@@ -415,7 +434,8 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
       )
       try await self.client.query(
         """
-        UPDATE \(unescaped: self.table) AS t SET owner = NULL, lease_expires_at = 'epoch'
+        UPDATE \(unescaped: self.table) AS t
+        SET owner = NULL, owner_address = NULL, lease_expires_at = 'epoch'
         FROM UNNEST(\(keys)::text[], \(tokens)::int8[]) AS v(key, token)
         WHERE t.key = v.key AND t.token = v.token AND t.owner = \(owner)
         """,

@@ -95,7 +95,10 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
     ]
   }
 
-  private static var columns: [String] { Self.firstColumns + ["idempotency_keys BLOB"] }
+  /// The columns added since the first release, in order.
+  private static var addedColumns: [String] { ["idempotency_keys BLOB", "owner_address TEXT"] }
+
+  private static var columns: [String] { Self.firstColumns + Self.addedColumns }
 
   private func createOrCheckSchema() async throws {
     let table = self.table
@@ -110,16 +113,20 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
             owner TEXT,
             lease_expiry REAL NOT NULL DEFAULT 0,
             token INTEGER NOT NULL DEFAULT 0,
-            idempotency_keys BLOB
+            idempotency_keys BLOB,
+            owner_address TEXT
           )
           """
       )
-      var found = try Self.columns(of: table, in: db)
-      if found == Self.firstColumns {
-        try db.execute(sql: "ALTER TABLE \(table) ADD COLUMN idempotency_keys BLOB")
-        found = try Self.columns(of: table, in: db)
+      // An earlier release's table has a prefix of the columns: the rest are added, rows kept.
+      let found = try Self.columns(of: table, in: db)
+      guard found.count < Self.columns.count, Array(Self.columns.prefix(found.count)) == found,
+        found.count >= Self.firstColumns.count
+      else { return found }
+      for column in Self.columns.dropFirst(found.count) {
+        try db.execute(sql: "ALTER TABLE \(table) ADD COLUMN \(column)")
       }
-      return found
+      return try Self.columns(of: table, in: db)
     }
     guard found == Self.columns else {
       throw SQLiteSessionStorageError.schemaMismatch(
@@ -164,14 +171,19 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
 
   /// Takes `key`'s lease for `owner` and loads its state, in one transaction: a state that cannot
   /// be read rolls the lease back too.
-  public func acquire(_ key: Key, owner: String) async throws -> SessionAcquisition<State> {
+  public func acquire(
+    _ key: Key,
+    owner: String,
+    address: String?
+  ) async throws -> SessionAcquisition<State> {
     let text = try self.text(key)
     let (table, now, lease) = (self.table, self.now, self.leaseSeconds)
     return try await self.pool.write { db -> SessionAcquisition<State> in
       let current = try Row.fetchOne(
         db,
         sql: """
-          SELECT owner, lease_expiry, token, state, encoding_version, idempotency_keys
+          SELECT owner, owner_address, lease_expiry, token, state, encoding_version,
+            idempotency_keys
           FROM \(table) WHERE key = ?
           """,
         arguments: [text]
@@ -180,7 +192,11 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
       let expiry: Double = current?["lease_expiry"] ?? 0
       var token: Int64 = current?["token"] ?? 0
       if let currentOwner, currentOwner != owner, expiry > now {
-        return .heldBy(owner: currentOwner)
+        return .heldBy(
+          owner: currentOwner,
+          address: current?["owner_address"],
+          expiresIn: .milliseconds(Int64((expiry - now) * 1_000))
+        )
       }
       var state: State?
       var idempotency = IdempotencyRecord()
@@ -191,11 +207,13 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
       if currentOwner != owner || expiry <= now { token += 1 }
       try db.execute(
         sql: """
-          INSERT INTO \(table) (key, owner, lease_expiry, token) VALUES (?, ?, ?, ?)
+          INSERT INTO \(table) (key, owner, owner_address, lease_expiry, token)
+          VALUES (?, ?, ?, ?, ?)
           ON CONFLICT(key) DO UPDATE SET owner = excluded.owner,
-            lease_expiry = excluded.lease_expiry, token = excluded.token
+            owner_address = excluded.owner_address, lease_expiry = excluded.lease_expiry,
+            token = excluded.token
           """,
-        arguments: [text, owner, now + lease, token]
+        arguments: [text, owner, address, now + lease, token]
       )
       return .acquired(token: UInt64(token), state: state, idempotency: idempotency)
     }
@@ -347,7 +365,7 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
         )
         try db.execute(
           sql: """
-            UPDATE \(table) SET owner = NULL, lease_expiry = 0
+            UPDATE \(table) SET owner = NULL, owner_address = NULL, lease_expiry = 0
             WHERE key = ? AND token = ? AND owner = ?
             """,
           arguments: [text, token, owner]

@@ -93,6 +93,8 @@ public struct JSONErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     } catch let error as SessionHTTPError {
       log(context, request, status: error.status, detail: error.error.description)
       return try error.response(from: request, context: context)
+    } catch let error as OwnerUnreachable {
+      return try error.response(from: request, context: context)
     } catch let error as HTTPError {
       let message = error.body ?? error.status.reasonPhrase
       if error.status.code >= 500 { log(context, request, status: error.status, detail: message) }

@@ -17,11 +17,18 @@ import UnidirectionalSQLite
 final class RetryingDriver: Sendable {
   let client: HTTPClient
   private struct Service {
-    var url: String
+    /// The instances; each request goes to one of them at random.
+    var urls: [String]
     var generation = 0
+    /// Requests not answered 200 (then retried), by the generation they failed in.
+    var refusals: [Int: Int] = [:]
+    /// Each refusal: the generations it began and ended in, and what it was (its status and body,
+    /// or that no answer came).
+    var refusalLog: [(began: Int, ended: Int, what: String)] = []
     var isFinal = false
     var waiters: [CheckedContinuation<Void, Never>] = []
     var countWaiters: [(Int, CheckedContinuation<Void, Never>)] = []
+    var refusalWaiters: [CheckedContinuation<Void, Never>] = []
     var answered: [String: [String: Int]] = [:]
     var answeredCount = 0
     var retries = 0
@@ -30,23 +37,34 @@ final class RetryingDriver: Sendable {
   private let service: Mutex<Service>
   private let stopping = Atomic(false)
 
-  init(url: String) {
+  convenience init(url: String) { self.init(urls: [url]) }
+
+  init(urls: [String]) {
     var configuration = HTTPClient.Configuration()
     configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 16
     configuration.timeout.connect = .seconds(2)
     self.client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-    self.service = Mutex(Service(url: url))
+    self.service = Mutex(Service(urls: urls))
   }
 
   var answered: [String: [String: Int]] { self.service.withLock { $0.answered } }
   var answeredCount: Int { self.service.withLock { $0.answeredCount } }
   var retries: Int { self.service.withLock { $0.retries } }
   var unexpected: [String] { self.service.withLock { $0.unexpected } }
+  var refusals: [Int: Int] { self.service.withLock { $0.refusals } }
+  var refusalLog: [(began: Int, ended: Int, what: String)] {
+    self.service.withLock { $0.refusalLog }
+  }
 
   /// The service answers at `url` again; `isFinal`: no more interruptions come.
   func serviceIsBack(at url: String, isFinal: Bool = false) {
+    self.serviceChanged(to: [url], isFinal: isFinal)
+  }
+
+  /// The service is now `urls` (a new generation); `isFinal`: no more interruptions come.
+  func serviceChanged(to urls: [String], isFinal: Bool = false) {
     let waiters = self.service.withLock { service in
-      service.url = url
+      service.urls = urls
       service.generation += 1
       service.isFinal = isFinal
       defer { service.waiters = [] }
@@ -64,6 +82,18 @@ final class RetryingDriver: Sendable {
         return false
       }
       if done { continuation.resume() }
+    }
+  }
+
+  /// Suspends until a request is refused in the current generation.
+  func waitUntilRefused() async {
+    await withCheckedContinuation { continuation in
+      let refused = self.service.withLock { service -> Bool in
+        if service.refusals[service.generation, default: 0] > 0 { return true }
+        service.refusalWaiters.append(continuation)
+        return false
+      }
+      if refused { continuation.resume() }
     }
   }
 
@@ -86,16 +116,20 @@ final class RetryingDriver: Sendable {
 
   private func add(_ item: String, to customer: String, key: String) async {
     while true {
-      let (url, generation, isFinal) = self.service.withLock { ($0.url, $0.generation, $0.isFinal) }
+      let (url, generation, isFinal) = self.service.withLock {
+        ($0.urls.randomElement() ?? "", $0.generation, $0.isFinal)
+      }
       var request = HTTPClientRequest(url: "\(url)/carts/\(customer)/items")
       request.method = .POST
       request.headers.add(name: "Idempotency-Key", value: key)
       request.body = .bytes(ByteBuffer(string: #"{"item": "\#(item)", "quantity": 1}"#))
       var status: HTTPResponseStatus?
+      var body = ""
       if let response = try? await self.client.execute(request, timeout: .seconds(10)),
-        (try? await response.body.collect(upTo: 1 << 20)) != nil
+        let answer = try? await response.body.collect(upTo: 1 << 20)
       {
         status = response.status
+        body = String(buffer: answer)
       }
       if status == .ok {
         let ready = self.service.withLock { service in
@@ -117,7 +151,19 @@ final class RetryingDriver: Sendable {
         return
       }
       // No answer, or the service is not there yet: the same request again once it is back.
-      self.service.withLock { $0.retries += 1 }
+      let refused = self.service.withLock { service in
+        service.retries += 1
+        service.refusals[service.generation, default: 0] += 1
+        service.refusalLog.append(
+          (
+            generation, service.generation,
+            status.map { "\($0.code) from \(url): \(body)" } ?? "no answer from \(url)"
+          )
+        )
+        defer { service.refusalWaiters = [] }
+        return service.refusalWaiters
+      }
+      for waiter in refused { waiter.resume() }
       if isFinal { continue }
       await withCheckedContinuation { continuation in
         let back = self.service.withLock { service -> Bool in

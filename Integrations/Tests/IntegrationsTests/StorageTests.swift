@@ -34,15 +34,23 @@ func checkStorageContract(
   }
   let a = registry("node-a")
   let b = registry("node-b")
+  a.advertisedAddress = "http://127.0.0.1:9001"
   // Acknowledged is stored, and survives a new storage instance (a restart).
   try await a.send(.add(item: "apple", quantity: 2), to: "alice")
   let reopened = try await makeStorage()
-  #expect(try await reopened.acquire("alice", owner: "node-a").state?.items == ["apple": 2])
+  let again = try await reopened.acquire("alice", owner: "node-a", address: a.advertisedAddress)
+  #expect(again.state?.items == ["apple": 2])
   // A key live in A is refused by B, naming A.
   let refused = await #expect(throws: SessionError.self) {
     try await b.send(.add(item: "pear", quantity: 1), to: "alice")
   }
   #expect(refused?.message.contains("node-a") == true)
+  // The lease names where its owner is, and how long it has left.
+  #expect(refused?.message.contains("http://127.0.0.1:9001") == true)
+  let holder = b.owner(of: "alice")
+  #expect(holder?.name == "node-a")
+  #expect(holder?.address == "http://127.0.0.1:9001")
+  #expect((holder?.leaseLeft ?? .zero) > .seconds(5))
   // After A's lease expires, B takes over with the last acknowledged state; A's save is refused.
   try await expire("alice")
   let cart = try await b.send(.add(item: "pear", quantity: 1), to: "alice", reading: { $0 })

@@ -18,6 +18,7 @@ public final class InMemorySessionStorage<Key: Hashable & Sendable, State: Senda
   private struct Row: Sendable {
     var state: State?
     var owner: String?
+    var address: String?
     var expiry: Duration = .zero
     var token: UInt64 = 0
     var idempotency = IdempotencyRecord()
@@ -55,20 +56,25 @@ public final class InMemorySessionStorage<Key: Hashable & Sendable, State: Senda
     self.now = makeOffsetReader(clock)
   }
 
-  /// Takes `key`'s lease for `owner` and loads its state.
-  public func acquire(_ key: Key, owner: String) async throws -> SessionAcquisition<State> {
+  /// Takes `key`'s lease for `owner` (recording its address) and loads its state.
+  public func acquire(
+    _ key: Key,
+    owner: String,
+    address: String?
+  ) async throws -> SessionAcquisition<State> {
     let now = self.now()
     return try self.contents.withLock { contents in
       if let failure = contents.failure { throw failure }
       var row = contents.rows[key] ?? Row()
       if let current = row.owner, current != owner, row.expiry > now {
-        return .heldBy(owner: current)
+        return .heldBy(owner: current, address: row.address, expiresIn: row.expiry - now)
       }
       if row.isUnreadable { throw Self.unreadable(key) }
       if row.owner != owner || row.expiry <= now {
         row.token += 1
       }
       row.owner = owner
+      row.address = address
       row.expiry = now + self.leaseDuration
       contents.rows[key] = row
       return .acquired(token: row.token, state: row.state, idempotency: row.idempotency)
@@ -165,6 +171,7 @@ public final class InMemorySessionStorage<Key: Hashable & Sendable, State: Senda
           continue
         }
         row.owner = nil
+        row.address = nil
         row.expiry = .zero
         contents.rows[lease.key] = row
       }

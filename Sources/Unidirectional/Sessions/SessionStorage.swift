@@ -37,13 +37,19 @@ public protocol SessionStorage<Key, State>: Sendable {
   /// next one. A network database overlaps round trips with a few more.
   var concurrentSaves: Int { get }
 
-  /// Takes `key`'s lease for `owner` and loads its stored state.
+  /// Takes `key`'s lease for `owner`, recording the address `owner` is reached at, and loads
+  /// its stored state.
   ///
   /// - Returns: The lease's fencing token, the stored state (`nil` for a key never saved) and its
-  ///   idempotency record, or the owner that holds the lease.
+  ///   idempotency record, or the owner that holds the lease, with its address and time left.
   /// - Throws: When the storage fails; ``SessionStateUnreadable`` when the stored state cannot be
   ///   read (it is left as is).
-  func acquire(_ key: Key, owner: String) async throws -> SessionAcquisition<State>
+  func acquire(
+    _ key: Key,
+    owner: String,
+    address: String?
+  ) async throws
+    -> SessionAcquisition<State>
 
   /// Reads `key`'s stored state without taking its lease, and writes nothing.
   ///
@@ -86,6 +92,11 @@ public protocol SessionStorage<Key, State>: Sendable {
 extension SessionStorage {
   /// One save in flight at a time.
   public var concurrentSaves: Int { 1 }
+
+  /// Takes `key`'s lease for `owner`, recording no address, and loads its state.
+  public func acquire(_ key: Key, owner: String) async throws -> SessionAcquisition<State> {
+    try await self.acquire(key, owner: owner, address: nil)
+  }
 }
 
 /// The outcome of ``SessionStorage/acquire(_:owner:)``.
@@ -93,8 +104,9 @@ public enum SessionAcquisition<State: Sendable>: Sendable {
   /// The lease is the caller's, under this fencing token; the key's stored state, if any, and
   /// the idempotency record saved with it.
   case acquired(token: UInt64, state: State?, idempotency: IdempotencyRecord = IdempotencyRecord())
-  /// Another owner holds an unexpired lease.
-  case heldBy(owner: String)
+  /// Another owner holds an unexpired lease: its name, the address it advertised (if any) and
+  /// how long its lease has left (if the backend knows).
+  case heldBy(owner: String, address: String? = nil, expiresIn: Duration? = nil)
 
   /// The stored state, when the lease was acquired.
   public var state: State? {
@@ -104,7 +116,7 @@ public enum SessionAcquisition<State: Sendable>: Sendable {
 
   /// The owner holding the lease, when it was not acquired.
   public var holder: String? {
-    if case .heldBy(let owner) = self { return owner }
+    if case .heldBy(let owner, _, _) = self { return owner }
     return nil
   }
 }

@@ -142,6 +142,10 @@ where R.State: Sendable {
     @usableFromInline var liveStores: [Key: Store<State, Action>] = [:]
     var liveCount: Int { self.liveStores.count }
     var isShutDown = false
+    /// Where this registry says it is reached (recorded with every lease it takes).
+    var advertisedAddress: String?
+    /// The owners other instances hold keys under, as activations last learned them.
+    var owners: [Key: SessionOwner] = [:]
     var renewal: Task<Void, Never>?
     /// Mutation-testing switch: activation ignores the stored state, as an activation that raced
     /// ahead of the previous store's final save would see an older one.
@@ -657,20 +661,18 @@ where R.State: Sendable {
     var idempotency = IdempotencyRecord()
     if let storage = self.storage {
       do {
-        switch try await storage.acquire(key, owner: self.owner) {
+        let address = self.guarded.withLock { $0.advertisedAddress }
+        switch try await storage.acquire(key, owner: self.owner, address: address) {
         case .acquired(let acquiredToken, let stored, let keys):
+          self.forgetOwner(of: key)
           token = acquiredToken
           state = stored
           idempotency = keys
-        case .heldBy(let owner):
+        case .heldBy(let owner, let address, let expiresIn):
+          let holder = SessionOwner(name: owner, address: address, leaseLeft: expiresIn)
+          self.learn(holder, of: key)
           self.removeFailed(entry)
-          throw SessionError.ownershipLost(
-            key: "\(key)",
-            message: """
-              '\(owner)' owns this session (its lease has not expired); send to that owner, or \
-              retry once its lease has expired
-              """
-          )
+          throw SessionError.ownershipLost(key: "\(key)", message: holder.refusal)
         }
       } catch let error as SessionError {
         throw error

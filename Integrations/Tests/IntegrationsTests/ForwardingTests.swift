@@ -1,0 +1,163 @@
+import AsyncHTTPClient
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import Testing
+import Unidirectional
+import UnidirectionalServer
+
+@testable import CartServer
+
+/// Two instances in one process on one in-memory storage, its leases on a test clock: A serves on
+/// a real loopback port; B forwards to it.
+private struct TwoInstances {
+  let time = TestClock()
+  let storage: InMemorySessionStorage<String, Cart.State>
+  let a: Carts
+  let b: Carts
+  let client: HTTPClient
+
+  init() {
+    self.storage = InMemorySessionStorage(clock: self.time, leaseDuration: .seconds(10))
+    self.a = Carts(storage: self.storage, owner: "node-a") {
+      Cart.State(customer: $0)
+    } reducer: {
+      Cart()
+    }
+    self.b = Carts(storage: self.storage, owner: "node-b") {
+      Cart.State(customer: $0)
+    } reducer: {
+      Cart()
+    }
+    var configuration = HTTPClient.Configuration()
+    configuration.timeout.connect = .seconds(1)
+    self.client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+  }
+
+  func shutdown() async {
+    await self.a.shutdown(gracePeriod: .seconds(1))
+    await self.b.shutdown(gracePeriod: .seconds(1))
+    try? await self.client.shutdown()
+  }
+}
+
+private let apple = ByteBuffer(string: #"{"item": "apple", "quantity": 1}"#)
+
+private func cart(_ response: TestResponse) throws -> Cart.State {
+  try JSONDecoder().decode(Cart.State.self, from: Data(buffer: response.body))
+}
+
+private func forwardedHeaders() throws -> HTTPFields {
+  let name = try #require(HTTPField.Name(ForwardingMiddleware<BasicRequestContext>.forwardedHeader))
+  return HTTPFields([HTTPField(name: name, value: "http://127.0.0.1:1")])
+}
+
+@Suite(.serialized, .timeLimit(.minutes(1))) struct ForwardingTests {
+  @Test func aRequestForAnotherInstancesSessionIsForwardedOnceAndAnsweredByTheOwner() async throws {
+    let instances = TwoInstances()
+    let appA = Application(router: makeRouter(carts: instances.a))
+    let appB = Application(router: makeRouter(carts: instances.b, forwarding: instances.client))
+    try await appA.test(.live) { clientA in
+      let port = try #require(clientA.port)
+      instances.a.advertisedAddress = "http://127.0.0.1:\(port)"
+      try await clientA.execute(uri: "/carts/alice/items", method: .post, body: apple) { response in
+        #expect(response.status == .ok)
+      }
+      try await appB.test(.router) { clientB in
+        // Through B, answered by A: B activates nothing.
+        try await clientB.execute(uri: "/carts/alice/items", method: .post, body: apple) {
+          response in
+          #expect(response.status == .ok)
+          let answered = try cart(response)
+          #expect(answered.items == ["apple": 2])
+        }
+        try await clientB.execute(uri: "/carts/alice", method: .get) { response in
+          let answered = try cart(response)
+          #expect(answered.version == 2)
+        }
+        #expect(instances.b.liveCount == 0)
+        #expect(instances.storage.owner(of: "alice") == "node-a")
+        // A request already forwarded is never forwarded again: 409.
+        try await clientB.execute(
+          uri: "/carts/alice/items",
+          method: .post,
+          headers: try forwardedHeaders(),
+          body: apple
+        ) { response in
+          #expect(response.status == .conflict)
+          let body = String(buffer: response.body)
+          #expect(body.contains("error"))
+          #expect(!body.contains("node-a"))
+        }
+      }
+    }
+    await instances.shutdown()
+  }
+
+  @Test func anUnreachableOwnerIsA503UntilItsLeaseExpiresThenTheKeyIsTakenOver() async throws {
+    let instances = TwoInstances()
+    let appA = Application(router: makeRouter(carts: instances.a))
+    try await appA.test(.live) { clientA in
+      let port = try #require(clientA.port)
+      instances.a.advertisedAddress = "http://127.0.0.1:\(port)"
+      try await clientA.execute(uri: "/carts/alice/items", method: .post, body: apple) { _ in }
+    }
+    // A's server is gone; its lease is not.
+    await instances.time.advance(by: .seconds(4))
+    let appB = Application(router: makeRouter(carts: instances.b, forwarding: instances.client))
+    try await appB.test(.router) { clientB in
+      for _ in 0..<2 {
+        try await clientB.execute(uri: "/carts/alice/items", method: .post, body: apple) {
+          response in
+          #expect(response.status == .serviceUnavailable)
+          #expect(response.headers[.retryAfter] == "6")
+          #expect(String(buffer: response.body).contains("does not answer"))
+        }
+      }
+      await instances.time.advance(by: .seconds(7))
+      try await clientB.execute(uri: "/carts/alice/items", method: .post, body: apple) { response in
+        #expect(response.status == .ok)
+        let answered = try cart(response)
+        #expect(answered.items == ["apple": 2])
+      }
+      #expect(instances.storage.owner(of: "alice") == "node-b")
+    }
+    await instances.shutdown()
+  }
+
+  @Test func anOwnerWhoseLeaseWasTakenDuringAForwardIsFencedAndAnswers409() async throws {
+    let instances = TwoInstances()
+    try await instances.a.send(.add(item: "apple", quantity: 1), to: "alice")
+    // A's lease expires while a request forwarded to it is on its way; B takes the key.
+    await instances.time.advance(by: .seconds(11))
+    try await instances.b.send(.add(item: "pear", quantity: 1), to: "alice")
+    let appA = Application(router: makeRouter(carts: instances.a))
+    try await appA.test(.router) { clientA in
+      try await clientA.execute(
+        uri: "/carts/alice/items",
+        method: .post,
+        headers: try forwardedHeaders(),
+        body: apple
+      ) { response in
+        #expect(response.status == .conflict)
+      }
+    }
+    // A's store reduced it, but its save carried a stale token: storage holds B's state.
+    #expect(instances.storage.storedState(for: "alice")?.items == ["apple": 1, "pear": 1])
+    await instances.shutdown()
+  }
+
+  @Test func anInstanceWithNoAddressForItsOwnerAnswers409() async throws {
+    let instances = TwoInstances()
+    try await instances.a.send(.add(item: "apple", quantity: 1), to: "alice")
+    let appB = Application(router: makeRouter(carts: instances.b, forwarding: instances.client))
+    try await appB.test(.router) { clientB in
+      try await clientB.execute(uri: "/carts/alice", method: .get) { response in
+        #expect(response.status == .conflict)
+      }
+    }
+    await instances.shutdown()
+  }
+}

@@ -1,0 +1,74 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import PostgresNIO
+import Testing
+
+@testable import CartServer
+
+/// Instances side by side on one PostgreSQL, behind clients that pick an instance at random for
+/// every request.
+@Suite(
+  .serialized,
+  .timeLimit(.minutes(5)),
+  .enabled(if: cartServerBinary != nil, "the cart-server binary is not built next to the tests"),
+  .enabled(if: postgresURL != nil, "POSTGRES_URL is not set: no PostgreSQL to test against")
+)
+struct ManyInstancesProcessTests {
+  @Test func threeInstancesServeEveryKeyFailOverAndAFourthJoins() async throws {
+    let table = "carts_many_\(UInt32.random(in: 0...UInt32.max))"
+    func start(_ owner: String) async throws -> CartServerProcess {
+      try await CartServerProcess([
+        "--storage", postgresURL!.absoluteString, "--owner", owner, "--table", table,
+        "--lease-seconds", "5",
+      ])
+    }
+    // Started together on a new table: all of them start.
+    async let startingA = start("a")
+    async let startingB = start("b")
+    async let startingC = start("c")
+    let (a, b, c) = try await (startingA, startingB, startingC)
+
+    // Generation 0: all three up. No request is refused.
+    let driver = RetryingDriver(urls: [a.url, b.url, c.url])
+    let load = Task { await driver.run(clients: 16, customers: 60) }
+    await driver.waitUntilAnswered(600)
+
+    // Generation 1: C is killed. Requests for its keys are refused (503, `Retry-After`) until
+    // its leases expire; the clients that met one wait for the service to be back.
+    driver.serviceChanged(to: [a.url, b.url])
+    await c.stop(SIGKILL)
+    await driver.waitUntilRefused()
+    // The leases expire (on the database's clock, moved by SQL rather than by waiting).
+    try await withPostgres { client, _ in
+      try await client.query(
+        "UPDATE \(unescaped: table) SET lease_expires_at = now() - interval '1 second' WHERE owner = 'c'"
+      )
+    }
+    // Generation 2: the survivors take C's keys over; nothing is refused from now on.
+    driver.serviceChanged(to: [a.url, b.url])
+    await driver.waitUntilAnswered(driver.answeredCount + 300)
+
+    // Generation 3: a fourth instance joins and serves at once.
+    let d = try await start("d")
+    driver.serviceChanged(to: [a.url, b.url, d.url], isFinal: true)
+    await driver.waitUntilAnswered(driver.answeredCount + 300)
+    driver.stop()
+    await load.value
+
+    // A refusal belongs to the failover window when its request overlapped it: began before the
+    // leases were expired (generation 2) and ended after the kill (generation 1). No other.
+    let outside = driver.refusalLog.filter { $0.ended < 1 || $0.began >= 2 }
+    #expect(outside.isEmpty, "refused outside the failover window: \(outside.prefix(5))")
+    #expect(driver.refusalLog.contains { $0.began <= 1 && $0.ended >= 1 })
+    // Every acknowledged add is in its cart exactly once, read through every instance.
+    for instance in [a, b, d] {
+      try await expectExactlyTheAnsweredAdds(driver, url: instance.url)
+    }
+    for instance in [a, b, d] { #expect(await instance.stop(SIGTERM) == 0) }
+    try await withPostgres { client, _ in
+      try await client.query("DROP TABLE IF EXISTS \(unescaped: table)")
+    }
+    await driver.shutdown()
+  }
+}
