@@ -75,6 +75,10 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
     self.migrate = migrate
     do {
       var configuration = Configuration()
+      // NB: processes sharing the file take turns writing: a write waits for another's instead
+      // of failing at once with "database is locked" (which failed saves, so stores were
+      // discarded and their leases released, under two instances' load).
+      configuration.busyMode = .timeout(10)
       // NB: an erased session's bytes are overwritten, not left in free pages.
       configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA secure_delete = ON") }
       self.pool = try DatabasePool(path: path, configuration: configuration)
@@ -178,6 +182,25 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
   ) async throws -> SessionAcquisition<State> {
     let text = try self.text(key)
     let (table, now, lease) = (self.table, self.now, self.leaseSeconds)
+    // NB: a key another owner holds is answered from a read (in WAL mode reads never wait), so an
+    // instance that forwards does not take the file's one write lock for it.
+    let holder = try await self.pool.read { db -> (String, String?, Double)? in
+      let row = try Row.fetchOne(
+        db,
+        sql: "SELECT owner, owner_address, lease_expiry FROM \(table) WHERE key = ?",
+        arguments: [text]
+      )
+      guard let row, let current: String = row["owner"], current != owner else { return nil }
+      let expiry: Double = row["lease_expiry"] ?? 0
+      return expiry > now ? (current, row["owner_address"], expiry) : nil
+    }
+    if let (current, address, expiry) = holder {
+      return .heldBy(
+        owner: current,
+        address: address,
+        expiresIn: .milliseconds(Int64((expiry - now) * 1_000))
+      )
+    }
     return try await self.pool.write { db -> SessionAcquisition<State> in
       let current = try Row.fetchOne(
         db,
