@@ -1,5 +1,7 @@
 import Foundation
 import Logging
+import Metrics
+import Prometheus
 
 /// `cart-server [--host H] [--port P] [--storage S] [--owner NAME] [--lease-seconds N]` serves
 /// carts; `cart-server load --url U [--clients N] [--seconds T] [--customers C]` drives one.
@@ -19,9 +21,11 @@ struct CartServerCommand {
       }
       let options = try parseServe(arguments)
       LoggingSystem.bootstrap(StreamLogHandler.standardError)
+      let metrics = PrometheusCollectorRegistry()
+      MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: metrics))
       var logger = Logger(label: "cart-server")
       logger.logLevel = .notice
-      try await serve(options, logger: logger)
+      try await serve(options, logger: logger, metrics: metrics)
       exit(0)
     } catch {
       FileHandle.standardError.write(Data("cart-server: \(error)\n".utf8))

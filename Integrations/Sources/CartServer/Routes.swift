@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import Prometheus
 import Unidirectional
 import UnidirectionalServer
 
@@ -22,9 +23,22 @@ let maximumBodySize = 64 * 1024
 ///
 /// Every error is a JSON body `{"error": "..."}` naming what was wrong with the request, never a
 /// host, path or database message (``JSONErrorMiddleware`` logs those with the request's id).
-func makeRouter(carts: Carts, forwarding: HTTPClient? = nil) -> Router<BasicRequestContext> {
+func makeRouter(
+  carts: Carts,
+  forwarding: HTTPClient? = nil,
+  metrics: PrometheusCollectorRegistry? = nil
+) -> Router<BasicRequestContext> {
   let router = Router()
   router.add(middleware: JSONErrorMiddleware())
+  if let metrics {
+    router.get("/metrics") { _, _ -> Response in
+      Response(
+        status: .ok,
+        headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+        body: ResponseBody(byteBuffer: ByteBuffer(bytes: metrics.emitToBuffer()))
+      )
+    }
+  }
   if let forwarding {
     router.add(middleware: ForwardingMiddleware(registry: carts, client: forwarding))
   }

@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import PostgresNIO
+import Prometheus
 import ServiceLifecycle
 import Unidirectional
 import UnidirectionalPostgres
@@ -78,7 +79,11 @@ struct ServeOptions: Sendable {
 
 /// Opens the storage, runs the server until SIGTERM/SIGINT, then shuts down gracefully: stop
 /// accepting, finish what was accepted, save every cart.
-func serve(_ options: ServeOptions, logger: Logger) async throws {
+func serve(
+  _ options: ServeOptions,
+  logger: Logger,
+  metrics: PrometheusCollectorRegistry? = nil
+) async throws {
   let lease = Duration.seconds(options.leaseSeconds)
   var postgres: (client: PostgresClient, task: Task<Void, Never>)?
   let storage: any SessionStorage<String, Cart.State>
@@ -119,6 +124,7 @@ func serve(_ options: ServeOptions, logger: Logger) async throws {
       throw UsageError("cannot use PostgreSQL at \(options.storage.kind): \(error)")
     }
   }
+  let actionMetrics = MetricsObserver<Cart.State, Cart.Action>()
   let carts = Carts(
     storage: storage,
     // NB: by default the machine's name: a server restarted after a crash takes its own leases
@@ -127,7 +133,13 @@ func serve(_ options: ServeOptions, logger: Logger) async throws {
     owner: options.owner ?? ProcessInfo.processInfo.hostName,
     idleTimeout: .seconds(options.idleSeconds),
     capacity: 100_000,
-    observer: { key in LoggingObserver<Cart.State, Cart.Action>(logger: logger, key: key) }
+    observer: { key in
+      ObserverGroup<Cart.State, Cart.Action>(
+        LoggingObserver(logger: logger, key: key),
+        actionMetrics
+      )
+    },
+    registryObserver: SessionMetrics()
   ) { customer in
     Cart.State(customer: customer)
   } reducer: {
@@ -145,7 +157,7 @@ func serve(_ options: ServeOptions, logger: Logger) async throws {
   )
   carts.advertisedAddress = options.advertise ?? "http://\(host):\(options.port)"
   let app = Application(
-    router: makeRouter(carts: carts, forwarding: forwarding),
+    router: makeRouter(carts: carts, forwarding: forwarding, metrics: metrics),
     configuration: .init(address: .hostname(options.host, port: options.port)),
     services: [carts],
     onServerRunning: { channel in

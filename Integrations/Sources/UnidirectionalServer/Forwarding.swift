@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
+import Metrics
 import NIOCore
 import NIOHTTP1
 import Synchronization
@@ -40,6 +41,7 @@ public struct ForwardingMiddleware<Context: RequestContext>: RouterMiddleware {
   private let unreachable: UnreachableOwners
   private let maximumBodySize: Int
   private let timeout: TimeAmount
+  private let forwarded: Counter
 
   /// Forwards the requests of `registry`'s sessions.
   ///
@@ -50,12 +52,18 @@ public struct ForwardingMiddleware<Context: RequestContext>: RouterMiddleware {
   ///     connection pool).
   ///   - maximumBodySize: The largest body buffered (a larger one is answered 413).
   ///   - timeout: How long a forwarded request may take, streaming included.
+  ///   - metricsFactory: Where `unidirectional_forwarded_requests_total` goes.
   public init<R: Reducer & SendableMetatype>(
     registry: StoreRegistry<String, R>,
     client: HTTPClient,
     maximumBodySize: Int = 64 * 1024,
-    timeout: Duration = .seconds(30)
+    timeout: Duration = .seconds(30),
+    metricsFactory: any MetricsFactory = MetricsSystem.factory
   ) where R.State: Sendable {
+    self.forwarded = Counter(
+      label: "unidirectional_forwarded_requests_total",
+      factory: metricsFactory
+    )
     self.client = client
     self.owner = { registry.owner(of: $0) }
     self.forget = { registry.forgetOwner(of: $0) }
@@ -107,6 +115,7 @@ public struct ForwardingMiddleware<Context: RequestContext>: RouterMiddleware {
     }
     let body = try await request.body.collect(upTo: self.maximumBodySize)
     if body.readableBytes > 0 { outbound.body = .bytes(body) }
+    self.forwarded.increment()
     let response: HTTPClientResponse
     do {
       response = try await self.client.execute(outbound, timeout: self.timeout)

@@ -59,48 +59,41 @@ public struct LoggingObserver<State: Sendable, Action: Sendable>: StoreObserver 
 
 // MARK: - swift-metrics
 
-/// Records a store's work through swift-metrics: a counter of actions, a timer of effect durations
-/// (dimension `outcome`), a counter of failed effects, and a meter of live sessions.
+/// Reports every store's actions and effects to swift-metrics, under the names API.md lists:
+/// `unidirectional_actions_total`, `unidirectional_effect_duration_seconds{outcome}` and
+/// `unidirectional_effect_failures_total`.
 ///
-/// One line per registry: `observer: { _ in MetricsObserver(factory: factory) }`. Made per key, it
-/// counts the session as live from its activation until its store shuts down. Dimensions never
-/// hold the session key (one series per key would not scale).
+/// One instance can serve every store of a registry (the one-observer initializer): it keeps no
+/// per-store count. The live sessions gauge is the registry's: see ``SessionMetrics``.
 public struct MetricsObserver<State: Sendable, Action: Sendable>: StoreObserver {
   private let actions: Counter
   private let finished: Metrics.Timer
   private let cancelled: Metrics.Timer
   private let failedDurations: Metrics.Timer
   private let failures: Counter
-  private let live: Meter
 
-  /// Creates an observer; counts one live session until the store shuts down.
+  /// Creates the observer.
   ///
   /// - Parameters:
-  ///   - prefix: The metrics' label prefix.
-  ///   - factory: Where metrics go; by default the bootstrapped (or scoped) factory.
+  ///   - prefix: The metrics' names' prefix.
+  ///   - factory: Where the metrics go (the bootstrapped system's by default).
   public init(
     prefix: String = "unidirectional",
     factory: any MetricsFactory = MetricsSystem.factory
   ) {
-    self.actions = Counter(label: "\(prefix).actions", factory: factory)
-    self.finished = Metrics.Timer(
-      label: "\(prefix).effect.duration",
-      dimensions: [("outcome", "finished")],
-      factory: factory
-    )
-    self.cancelled = Metrics.Timer(
-      label: "\(prefix).effect.duration",
-      dimensions: [("outcome", "cancelled")],
-      factory: factory
-    )
-    self.failedDurations = Metrics.Timer(
-      label: "\(prefix).effect.duration",
-      dimensions: [("outcome", "failed")],
-      factory: factory
-    )
-    self.failures = Counter(label: "\(prefix).effect.failures", factory: factory)
-    self.live = Meter(label: "\(prefix).sessions.live", factory: factory)
-    self.live.increment()
+    self.actions = Counter(label: "\(prefix)_actions_total", factory: factory)
+    func duration(_ outcome: String) -> Metrics.Timer {
+      Metrics.Timer(
+        label: "\(prefix)_effect_duration_seconds",
+        dimensions: [("outcome", outcome)],
+        preferredDisplayUnit: .seconds,
+        factory: factory
+      )
+    }
+    self.finished = duration("finished")
+    self.cancelled = duration("cancelled")
+    self.failedDurations = duration("failed")
+    self.failures = Counter(label: "\(prefix)_effect_failures_total", factory: factory)
   }
 
   /// Counts the action.
@@ -108,7 +101,7 @@ public struct MetricsObserver<State: Sendable, Action: Sendable>: StoreObserver 
     self.actions.increment()
   }
 
-  /// Records the effect's duration by outcome, and counts failures.
+  /// Records the effect's duration by outcome, and counts a failure.
   public func effectEnded(_ effect: EffectReference, outcome: EffectOutcome, duration: Duration) {
     switch outcome {
     case .finished: self.finished.record(duration: duration)
@@ -117,11 +110,6 @@ public struct MetricsObserver<State: Sendable, Action: Sendable>: StoreObserver 
       self.failedDurations.record(duration: duration)
       self.failures.increment()
     }
-  }
-
-  /// The session is no longer live.
-  public func storeShutDown() {
-    self.live.decrement()
   }
 }
 

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import NIOCore
+import NIOHTTP1
 import PostgresNIO
 import Testing
 
@@ -70,5 +71,51 @@ struct ManyInstancesProcessTests {
       try await client.query("DROP TABLE IF EXISTS \(unescaped: table)")
     }
     await driver.shutdown()
+  }
+}
+
+@Suite(
+  .timeLimit(.minutes(2)),
+  .enabled(if: cartServerBinary != nil, "the cart-server binary is not built next to the tests")
+)
+struct MetricsProcessTests {
+  @Test func aScrapeAfterALoadAndErasuresCountsWhatTheClientsDid() async throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let server = try await CartServerProcess([
+      "--storage", "sqlite:\(directory.appendingPathComponent("c.sqlite").path)",
+    ])
+    let client = HTTPClient(eventLoopGroupProvider: .singleton)
+    func call(_ method: HTTPMethod, _ path: String, _ body: String? = nil) async throws -> String {
+      var request = HTTPClientRequest(url: server.url + path)
+      request.method = method
+      if let body { request.body = .bytes(ByteBuffer(string: body)) }
+      let response = try await client.execute(request, timeout: .seconds(10))
+      #expect(response.status.code < 300, "\(method) \(path): \(response.status)")
+      return String(buffer: try await response.body.collect(upTo: 1 << 22))
+    }
+    // A bounded load, counted as it goes: 40 adds to 10 customers, concurrently.
+    let customers = (0..<10).map { "m\($0)" }
+    try await withThrowingTaskGroup(of: Void.self) { group in
+      for index in 0..<40 {
+        group.addTask {
+          _ = try await call(
+            .POST,
+            "/carts/\(customers[index % 10])/items",
+            #"{"item": "a", "quantity": 1}"#
+          )
+        }
+      }
+      try await group.waitForAll()
+    }
+    for customer in customers.prefix(3) { _ = try await call(.DELETE, "/carts/\(customer)") }
+    let scrape = try await call(.GET, "/metrics")
+    #expect(sample("unidirectional_actions_total", in: scrape) == 40)
+    #expect(sample("unidirectional_session_activations_total", in: scrape) == 10)
+    #expect(sample(#"unidirectional_session_passivations_total{reason="erased"}"#, in: scrape) == 3)
+    #expect(sample("unidirectional_sessions_live", in: scrape) == 7)
+    #expect(sample("unidirectional_storage_failures_total", in: scrape) == 0)
+    #expect(await server.stop(SIGTERM) == 0)
+    try await client.shutdown()
   }
 }

@@ -48,30 +48,82 @@ struct Job: Reducer {
     #expect(handler.entries.contains { $0.message.description == "store shut down" })
   }
 
-  @Test func theMetricsObserverCountsActionsTimesEffectsAndGaugesLiveSessions() async throws {
+  @Test func theMetricsObserverCountsActionsAndTimesEffectsUnderTheAPIsNames() async throws {
     let metrics = TestMetrics()
-    let registry = StoreRegistry(
-      observer: { _ in MetricsObserver<Job.State, Job.Action>(factory: metrics) }
-    ) { (_: String) in
+    // One observer for every store: it keeps no per-store count, so sharing it is safe.
+    let registry = StoreRegistry(observer: MetricsObserver<Job.State, Job.Action>(factory: metrics))
+    {
+      (_: String) in
       Job.State()
     } reducer: {
       Job()
     }
     try await registry.send(.succeed, to: "a").finish()
     try await registry.send(.fail, to: "b").finish()
-    let live = try metrics.expectMeter("unidirectional.sessions.live")
-    #expect(live.lastValue == 2)
-    let actions = try metrics.expectCounter("unidirectional.actions")
+    let actions = try metrics.expectCounter("unidirectional_actions_total")
     #expect(actions.totalValue == 3)
-    let failures = try metrics.expectCounter("unidirectional.effect.failures")
+    let failures = try metrics.expectCounter("unidirectional_effect_failures_total")
     #expect(failures.totalValue == 1)
     let finished = try metrics.expectTimer(
-      "unidirectional.effect.duration",
+      "unidirectional_effect_duration_seconds",
       [("outcome", "finished")]
     )
     #expect(finished.values.count == 1)
     await registry.shutdown(gracePeriod: .seconds(1))
-    #expect(live.lastValue == 0)
+  }
+
+  @Test func theLiveGaugeIsTheRegistrysLiveCountThroughEveryWayASessionEnds() async throws {
+    let metrics = TestMetrics()
+    let time = TestClock()
+    let storage = InMemorySessionStorage<String, Job.State>(clock: time)
+    let registry = StoreRegistry(
+      storage: storage,
+      owner: "a",
+      idleTimeout: .seconds(60),
+      capacity: 3,
+      clock: time,
+      observer: MetricsObserver<Job.State, Job.Action>(factory: metrics),
+      registryObserver: SessionMetrics(factory: metrics)
+    ) { (_: String) in
+      Job.State()
+    } reducer: {
+      Job()
+    }
+    let live = try metrics.expectGauge("unidirectional_sessions_live")
+    func expectLive(_ count: Int, _ comment: Comment) {
+      #expect(live.lastValue == Double(count), comment)
+      #expect(registry.liveCount == count, comment)
+      #expect(live.values.allSatisfy { $0 >= 0 }, comment)
+    }
+    func passivations(_ reason: String) throws -> Int64 {
+      try metrics.expectCounter("unidirectional_session_passivations_total", [("reason", reason)])
+        .totalValue
+    }
+    for key in ["a", "b", "c"] { try await registry.send(.succeed, to: key).finish() }
+    expectLive(3, "three activated")
+    try await registry.send(.succeed, to: "d").finish()
+    expectLive(3, "the fourth pushed the least recently used out")
+    try await registry.passivate("b")
+    expectLive(2, "one passivated explicitly")
+    try await registry.erase("c")
+    expectLive(1, "one erased")
+    await time.advance(by: .seconds(61))
+    try await registry.send(.succeed, to: "e").finish()
+    await registry.shutdown(gracePeriod: .seconds(1))
+    expectLive(0, "shut down")
+    #expect(try passivations("capacity") == 1)
+    #expect(try passivations("explicit") == 1)
+    #expect(try passivations("erased") == 1)
+    #expect(try passivations("idle") >= 1)
+    #expect(try passivations("shutdown") >= 1)
+    let activations = try metrics.expectCounter("unidirectional_session_activations_total")
+    #expect(activations.totalValue == 5)
+    let batch = try metrics.expectRecorder("unidirectional_storage_batch_size")
+    #expect(!batch.values.isEmpty)
+    #expect(
+      try metrics.expectTimer("unidirectional_storage_save_seconds").values.count
+        == batch.values.count
+    )
   }
 
   @Test func theTracingObserverStartsASpanPerEffectUnderTheRequestsSpan() async throws {

@@ -3,8 +3,10 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
+import Prometheus
 import Testing
 import Unidirectional
+import UnidirectionalServer
 
 @testable import CartServer
 
@@ -420,4 +422,63 @@ private func errorMessage(
 private func idempotencyKey(_ values: String...) throws -> HTTPFields {
   let name = try #require(HTTPField.Name("Idempotency-Key"))
   return HTTPFields(values.map { HTTPField(name: name, value: $0) })
+}
+
+/// The value of the sample `name` (with its labels, as Prometheus writes them) in a scrape.
+func sample(_ name: String, in scrape: String) -> Double? {
+  for line in scrape.split(separator: "\n") where line.hasPrefix(name + " ") {
+    return Double(line.dropFirst(name.count + 1))
+  }
+  return nil
+}
+
+@Suite(.timeLimit(.minutes(1))) struct MetricsRouteTests {
+  @Test func metricsAreServedInPrometheusTextWithTheCountsOfWhatHappened() async throws {
+    let prometheus = PrometheusCollectorRegistry()
+    let factory = PrometheusMetricsFactory(registry: prometheus)
+    let carts = Carts(
+      storage: InMemorySessionStorage(),
+      owner: "test",
+      observer: MetricsObserver<Cart.State, Cart.Action>(factory: factory),
+      registryObserver: SessionMetrics(factory: factory)
+    ) {
+      Cart.State(customer: $0)
+    } reducer: {
+      Cart()
+    }
+    let app = Application(router: makeRouter(carts: carts, metrics: prometheus))
+    try await app.test(.router) { client in
+      for customer in ["alice", "bob", "carol"] {
+        try await client.execute(uri: "/carts/\(customer)/items", method: .post, body: apple) {
+          #expect($0.status == .ok)
+        }
+      }
+      for _ in 0..<2 {
+        try await client.execute(
+          uri: "/carts/alice/items",
+          method: .post,
+          headers: try idempotencyKey("once"),
+          body: apple
+        ) { #expect($0.status == .ok) }
+      }
+      try await client.execute(uri: "/carts/bob", method: .delete) {
+        #expect($0.status == .noContent)
+      }
+      try await client.execute(uri: "/metrics", method: .get) { response in
+        #expect(response.status == .ok)
+        #expect(response.headers[.contentType]?.hasPrefix("text/plain") == true)
+        let scrape = String(buffer: response.body)
+        #expect(sample("unidirectional_sessions_live", in: scrape) == 2)
+        #expect(sample("unidirectional_session_activations_total", in: scrape) == 3)
+        #expect(
+          sample(#"unidirectional_session_passivations_total{reason="erased"}"#, in: scrape) == 1
+        )
+        #expect(sample("unidirectional_actions_total", in: scrape) == 4)
+        #expect(sample("unidirectional_idempotent_replays_total", in: scrape) == 1)
+        #expect(sample("unidirectional_storage_failures_total", in: scrape) == 0)
+        #expect(scrape.contains("unidirectional_storage_save_seconds"))
+      }
+    }
+    await carts.shutdown(gracePeriod: .seconds(1))
+  }
 }

@@ -66,6 +66,7 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
   /// Its lease is someone else's (a stale token), or the storage refused or failed it.
   private let saveFailed: @Sendable (Key, UInt64, SaveFailure) -> Void
   private let queue = LockedBox(Queue())
+  private let observer: (any SessionRegistryObserver)?
   /// How many saves may be in flight at once (``SessionStorage/concurrentSaves``).
   ///
   /// NB: a key is in at most one of them: two saves of one key in flight could commit out of
@@ -75,10 +76,12 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
   init(
     storage: any SessionStorage<Key, State>,
     owner: String,
+    observer: (any SessionRegistryObserver)? = nil,
     saveFailed: @escaping @Sendable (Key, UInt64, SaveFailure) -> Void
   ) {
     self.storage = storage
     self.owner = owner
+    self.observer = observer
     self.saveFailed = saveFailed
     self.maximumFlushes = max(1, storage.concurrentSaves)
   }
@@ -198,6 +201,10 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
         )
       }
       let outcome: Result<[SessionSaveResult], any Error>
+      let start = ContinuousClock.now
+      defer {
+        self.observer?.sessionsSaved(count: writes.count, duration: start.duration(to: .now))
+      }
       do {
         let results = try await self.storage.save(writes, owner: self.owner)
         outcome =

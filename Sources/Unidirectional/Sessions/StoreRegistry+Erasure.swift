@@ -29,7 +29,7 @@ extension StoreRegistry {
         switch entry.phase {
         case .live:
           entry.isErasing = true
-          Self.beginPassivating(entry, in: &guarded)
+          self.beginPassivating(entry, in: &guarded, reason: .erased)
           return .live(entry)
         case .activating, .passivating:
           return .wait(entry)
@@ -75,6 +75,7 @@ extension StoreRegistry {
         )
       }
     } catch {
+      self.registryObserver?.storageFailed(key: "\(key)")
       return .storageFailed(
         key: "\(key)",
         message: "erasing the session failed (nothing was erased): \(error) (\(type(of: error)))"

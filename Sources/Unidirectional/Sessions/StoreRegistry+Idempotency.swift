@@ -56,6 +56,7 @@ extension StoreRegistry {
       case .replay:
         // NB: the key is in the window and no send of it is in flight: the state that includes
         // it was saved (a failed save discards the store before its send lets go of the key).
+        self.registryObserver?.idempotentReplay(key: "\(key)")
         return (StoreTask(), read(await store.state))
       case .apply:
         let sent: (task: StoreTask, value: Value)?

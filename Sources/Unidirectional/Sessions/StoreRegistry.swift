@@ -51,6 +51,8 @@ where R.State: Sendable {
   private let clock: any Clock<Duration>
   let sessionClock: SessionClock
   private let makeObserver: @Sendable (Key) -> (any StoreObserver<State, Action>)?
+  /// Watches the registry as a whole (set once, before any session activates).
+  let registryObserver: (any SessionRegistryObserver)?
   /// Makes a key's store from its state (stored, or `nil` for the initial one): formed in the
   /// module that creates the registry, so the store's per-action path is specialized for its
   /// reducer.
@@ -168,6 +170,8 @@ where R.State: Sendable {
   ///     ``send(_:to:idempotencyKey:reading:)``).
   ///   - clock: Measures idle periods, grace periods and lease renewals (a ``TestClock`` in tests).
   ///   - observer: Watches every store the registry makes.
+  ///   - registryObserver: Watches the registry as a whole (activations, passivations, the live
+  ///     count, saves), for metrics.
   ///   - initialState: The state of a key that has none stored.
   ///   - reducer: Makes the feature's reducer.
   ///   - prepareDependencies: Overrides dependencies for every store the registry makes.
@@ -181,6 +185,7 @@ where R.State: Sendable {
     idempotencyWindow: Int = 1_000,
     clock: any Clock<Duration> = ContinuousClock(),
     observer: (any StoreObserver<State, Action>)? = nil,
+    registryObserver: (any SessionRegistryObserver)? = nil,
     initialState: @escaping @Sendable (Key) -> State,
     reducer: @escaping @Sendable () -> R,
     withDependencies prepareDependencies: (@Sendable (inout DependencyValues) -> Void)? = nil
@@ -194,6 +199,7 @@ where R.State: Sendable {
       idempotencyWindow: idempotencyWindow,
       clock: clock,
       makeObserver: { _ in observer },
+      registryObserver: registryObserver,
       initialState: initialState,
       makeStore: Self.storeMaker(initialState: initialState, reducer: reducer),
       withDependencies: prepareDependencies
@@ -220,6 +226,7 @@ where R.State: Sendable {
     idempotencyWindow: Int = 1_000,
     clock: any Clock<Duration> = ContinuousClock(),
     observer: @escaping @Sendable (Key) -> O,
+    registryObserver: (any SessionRegistryObserver)? = nil,
     initialState: @escaping @Sendable (Key) -> State,
     reducer: @escaping @Sendable () -> R,
     withDependencies prepareDependencies: (@Sendable (inout DependencyValues) -> Void)? = nil
@@ -233,6 +240,7 @@ where R.State: Sendable {
       idempotencyWindow: idempotencyWindow,
       clock: clock,
       makeObserver: { observer($0) },
+      registryObserver: registryObserver,
       initialState: initialState,
       makeStore: Self.storeMaker(initialState: initialState, reducer: reducer),
       withDependencies: prepareDependencies
@@ -277,6 +285,7 @@ where R.State: Sendable {
     idempotencyWindow: Int,
     clock: any Clock<Duration>,
     makeObserver: @escaping @Sendable (Key) -> (any StoreObserver<State, Action>)?,
+    registryObserver: (any SessionRegistryObserver)?,
     initialState: @escaping @Sendable (Key) -> State,
     makeStore: @escaping MakeStore,
     withDependencies prepareDependencies: (@Sendable (inout DependencyValues) -> Void)?
@@ -317,6 +326,7 @@ where R.State: Sendable {
       tracksRecency: capacity != nil
     )
     self.makeObserver = makeObserver
+    self.registryObserver = registryObserver
     self.initialState = initialState
     self.makeStore = makeStore
     var dependencies = DependencyValues._inherited()
@@ -324,7 +334,10 @@ where R.State: Sendable {
     self.dependencies = dependencies
     if let storage {
       let failed = FailedSaves()
-      self.commits = GroupCommit(storage: storage, owner: owner) { key, token, failure in
+      self.commits = GroupCommit(storage: storage, owner: owner, observer: registryObserver) {
+        key,
+        token,
+        failure in
         failed.handler?(key, token, failure)
       }
       // NB: the commit queue exists before `self` does; it reaches the registry through a
@@ -569,6 +582,7 @@ where R.State: Sendable {
       self.makeObserver(key)?.issueReported(ReportedIssue(failure.description))
       return failure
     }
+    self.registryObserver?.storageFailed(key: "\(key)")
     return .storageFailed(
       key: "\(key)",
       message: "loading the session failed: \(error) (\(type(of: error)))"
@@ -701,11 +715,13 @@ where R.State: Sendable {
       entry.phase = .live(store)
       guarded.liveStores[key] = store
       entry.token = token
+      self.registryObserver?.sessionActivated(key: "\(key)")
+      self.registryObserver?.liveCountChanged(to: guarded.liveCount)
       var victims: [Entry] = []
       while guarded.liveCount > self.capacity,
         let victim = Self.leastRecentlyUsed(guarded, except: entry)
       {
-        Self.beginPassivating(victim, in: &guarded)
+        self.beginPassivating(victim, in: &guarded, reason: .capacity)
         victims.append(victim)
       }
       return (waiters, victims, false)
@@ -773,7 +789,7 @@ where R.State: Sendable {
         entry.deadline = deadline
         return .rearm
       }
-      Self.beginPassivating(entry, in: &guarded)
+      self.beginPassivating(entry, in: &guarded, reason: .idle)
       return .passivate
     }
     switch next {
@@ -796,7 +812,7 @@ where R.State: Sendable {
       guard let entry = guarded.entries[key] else { return .none }
       switch entry.phase {
       case .live:
-        Self.beginPassivating(entry, in: &guarded)
+        self.beginPassivating(entry, in: &guarded, reason: .explicit)
         return .passivate(entry)
       case .passivating: return .wait(entry)
       case .activating: return .none
@@ -813,10 +829,12 @@ where R.State: Sendable {
   }
 
   /// Marks a live entry passivating (under the lock): it is no longer live.
-  static func beginPassivating(_ entry: Entry, in guarded: inout Guarded) {
+  func beginPassivating(_ entry: Entry, in guarded: inout Guarded, reason: PassivationReason) {
     guard case .live(let store) = entry.phase else { return }
     entry.phase = .passivating(store)
     guarded.liveStores.removeValue(forKey: entry.key)
+    self.registryObserver?.sessionPassivated(key: "\(entry.key)", reason: reason)
+    self.registryObserver?.liveCountChanged(to: guarded.liveCount)
   }
 
   /// Shuts a passivating entry's store down, saves its state and releases its lease, then lets
@@ -897,7 +915,7 @@ where R.State: Sendable {
   private func storeClosedUnderneath(_ entry: Entry, _ store: Store<State, Action>) {
     let passivate = self.guarded.withLock { guarded -> Bool in
       guard case .live(let live) = entry.phase, live === store else { return false }
-      Self.beginPassivating(entry, in: &guarded)
+      self.beginPassivating(entry, in: &guarded, reason: .explicit)
       return true
     }
     if passivate { Task { _ = await self.finishPassivating(entry) } }
@@ -912,11 +930,15 @@ where R.State: Sendable {
     let entry = self.guarded.withLock { guarded -> Entry? in
       guard let entry = guarded.entries[key], entry.token == token else { return nil }
       switch failure {
-      case .ownershipLost: entry.ownershipWasLost = true
-      case .refused: entry.saveFailed = true
+      case .ownershipLost:
+        entry.ownershipWasLost = true
+        self.registryObserver?.ownershipLost(key: "\(key)")
+      case .refused:
+        entry.saveFailed = true
+        self.registryObserver?.storageFailed(key: "\(key)")
       }
       guard case .live = entry.phase else { return nil }
-      Self.beginPassivating(entry, in: &guarded)
+      self.beginPassivating(entry, in: &guarded, reason: .discarded)
       return entry
     }
     if let entry { Task { _ = await self.finishPassivating(entry) } }
@@ -975,7 +997,7 @@ where R.State: Sendable {
       var busy: [Entry] = []
       for entry in guarded.entries.values {
         if case .live = entry.phase {
-          Self.beginPassivating(entry, in: &guarded)
+          self.beginPassivating(entry, in: &guarded, reason: .shutdown)
           live.append(entry)
         } else {
           busy.append(entry)
