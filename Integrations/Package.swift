@@ -16,6 +16,7 @@ let package = Package(
     .library(name: "UnidirectionalSQLite", targets: ["UnidirectionalSQLite"]),
     .library(name: "UnidirectionalPostgres", targets: ["UnidirectionalPostgres"]),
     .executable(name: "cart-server", targets: ["CartServer"]),
+    .executable(name: "readme-server", targets: ["ReadmeServer"]),
     .executable(name: "storage-benchmarks", targets: ["StorageBenchmarks"]),
     .executable(name: "session-http-benchmark", targets: ["SessionHTTPBenchmark"]),
   ],
@@ -77,6 +78,15 @@ let package = Package(
       ]
     ),
     .executableTarget(
+      name: "ReadmeServer",
+      dependencies: [
+        "UnidirectionalServer", "UnidirectionalSQLite",
+        .product(name: "Unidirectional", package: core),
+        .product(name: "Hummingbird", package: "hummingbird"),
+        .product(name: "Logging", package: "swift-log"),
+      ]
+    ),
+    .executableTarget(
       name: "StorageBenchmarks",
       dependencies: [
         "UnidirectionalSQLite", "UnidirectionalPostgres",
@@ -97,7 +107,8 @@ let package = Package(
     .testTarget(
       name: "IntegrationsTests",
       dependencies: [
-        "CartServer", "SessionHTTPBenchmark", "UnidirectionalServer", "UnidirectionalSQLite",
+        "CartServer", "ReadmeServer", "SessionHTTPBenchmark", "UnidirectionalServer",
+        "UnidirectionalSQLite",
         "UnidirectionalPostgres",
         .product(name: "Unidirectional", package: core),
         .product(name: "HummingbirdTesting", package: "hummingbird"),
