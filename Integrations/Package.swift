@@ -52,6 +52,7 @@ let package = Package(
       dependencies: [
         .product(name: "Unidirectional", package: core),
         .product(name: "GRDB", package: "GRDB.swift"),
+        .product(name: "Logging", package: "swift-log"),
       ]
     ),
     .target(

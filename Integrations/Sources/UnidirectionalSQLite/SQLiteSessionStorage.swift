@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Logging
 import Unidirectional
 
 /// Sessions in an SQLite file, through GRDB: the embedded default.
@@ -41,6 +42,7 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
   private let migrate: (@Sendable (StoredState) throws -> State)?
   private let pool: DatabasePool
   private let table: String
+  private let logger: Logger
 
   /// Opens (or creates) the database at `path`, and creates or checks its table.
   ///
@@ -50,6 +52,8 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
   ///   - leaseDuration: How long a lease lasts without renewal.
   ///   - stateVersion: The version of `State` this app reads and writes (1 for the first; raise it
   ///     when `State`'s encoding changes, and give `migrate`).
+  ///   - logger: Where the storage logs what it changes (a table upgraded, a session erased); none
+  ///     by default.
   ///   - migrate: Turns a state stored at an older version into the current one; `nil` refuses
   ///     older states (their keys' sends throw ``SessionError/stateUnreadable(key:storedVersion:message:)``).
   /// - Throws: ``SQLiteSessionStorageError`` when the file cannot be opened or the table's
@@ -59,6 +63,10 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
     table: String = "sessions",
     leaseDuration: Duration = .seconds(10),
     stateVersion: Int = 1,
+    logger: Logger = Logger(
+      label: "unidirectional.sqlite",
+      factory: { _ in SwiftLogNoOpLogHandler() }
+    ),
     migrate: (@Sendable (StoredState) throws -> State)? = nil
   ) async throws {
     guard table.range(of: "^[A-Za-z_][A-Za-z0-9_]{0,62}$", options: .regularExpression) != nil
@@ -73,6 +81,7 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
     self.leaseDuration = leaseDuration
     self.stateVersion = stateVersion
     self.migrate = migrate
+    self.logger = logger
     do {
       var configuration = Configuration()
       // NB: processes sharing the file take turns writing: a write waits for another's instead
@@ -129,6 +138,10 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
       else { return found }
       for column in Self.columns.dropFirst(found.count) {
         try db.execute(sql: "ALTER TABLE \(table) ADD COLUMN \(column)")
+        self.logger.notice(
+          "upgraded the sessions table",
+          metadata: ["table": "\(table)", "column": "\(column)"]
+        )
       }
       return try Self.columns(of: table, in: db)
     }

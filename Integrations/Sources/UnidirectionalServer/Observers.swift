@@ -48,7 +48,13 @@ public struct LoggingObserver<State: Sendable, Action: Sendable>: StoreObserver 
 
   /// Logs the issue as a warning.
   public func issueReported(_ issue: ReportedIssue) {
-    self.logger.warning("\(issue.message)")
+    self.logger.warning(
+      "issue reported",
+      metadata: [
+        "issue": "\(issue.message)",
+        "source": "\(issue.fileID):\(issue.line)",
+      ]
+    )
   }
 
   /// Logs the shutdown at info level.

@@ -48,6 +48,29 @@ struct Job: Reducer {
     #expect(handler.entries.contains { $0.message.description == "store shut down" })
   }
 
+  @Test func anUnreadableStateIsLoggedWithTheKeyAndTheIssueAsMetadata() async throws {
+    let handler = InMemoryLogHandler()
+    let logger = Logger(label: "test", factory: { _ in handler })
+    let storage = InMemorySessionStorage<String, Job.State>()
+    storage.store(Job.State(), for: "alice")
+    storage.makeUnreadable("alice")
+    let registry = StoreRegistry(
+      storage: storage,
+      owner: "a",
+      observer: { key in LoggingObserver<Job.State, Job.Action>(logger: logger, key: key) }
+    ) { (_: String) in
+      Job.State()
+    } reducer: {
+      Job()
+    }
+    await #expect(throws: SessionError.self) { try await registry.send(.succeed, to: "alice") }
+    let warning = try #require(handler.entries.first { $0.level == .warning })
+    #expect(warning.metadata["session.key"] == "alice")
+    #expect(warning.metadata["issue"]?.description.contains("unreadable") == true)
+    #expect(warning.metadata["source"] != nil)
+    await registry.shutdown(gracePeriod: .seconds(1))
+  }
+
   @Test func theMetricsObserverCountsActionsAndTimesEffectsUnderTheAPIsNames() async throws {
     let metrics = TestMetrics()
     // One observer for every store: it keeps no per-store count, so sharing it is safe.
