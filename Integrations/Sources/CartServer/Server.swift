@@ -79,23 +79,28 @@ struct ServeOptions: Sendable {
 
 /// Opens the storage, runs the server until SIGTERM/SIGINT, then shuts down gracefully: stop
 /// accepting, finish what was accepted, save every cart.
+///
+/// With PostgreSQL, the client runs as a child task of a group around the whole server (a
+/// structured pattern, not an unstructured `Task`): it runs before the storage is set up, and is
+/// cancelled only once the server's services, the registry's final saves among them, have ended.
 func serve(
   _ options: ServeOptions,
   logger: Logger,
   metrics: PrometheusCollectorRegistry? = nil
 ) async throws {
   let lease = Duration.seconds(options.leaseSeconds)
-  var postgres: (client: PostgresClient, task: Task<Void, Never>)?
-  let storage: any SessionStorage<String, Cart.State>
   switch options.storage {
   case .memory:
-    storage = InMemorySessionStorage<String, Cart.State>(leaseDuration: lease)
+    let storage = InMemorySessionStorage<String, Cart.State>(leaseDuration: lease)
+    try await serve(options, storage: storage, logger: logger, metrics: metrics)
   case .sqlite(let path):
-    storage = try await SQLiteSessionStorage<String, Cart.State>(
+    let storage = try await SQLiteSessionStorage<String, Cart.State>(
       path: path,
       table: options.table,
-      leaseDuration: lease
+      leaseDuration: lease,
+      logger: logger
     )
+    try await serve(options, storage: storage, logger: logger, metrics: metrics)
   case .postgres(let host, let port, let user, let database):
     let client = PostgresClient(
       configuration: .init(
@@ -108,22 +113,34 @@ func serve(
       ),
       backgroundLogger: logger
     )
-    let task = Task { await client.run() }
-    postgres = (client, task)
-    do {
-      storage = try await withTimeout(seconds: 10, "PostgreSQL at \(options.storage.kind)") {
-        try await PostgresSessionStorage<String, Cart.State>(
-          client: client,
-          table: options.table,
-          leaseDuration: lease,
-          logger: logger
-        )
+    try await withThrowingDiscardingTaskGroup { group in
+      group.addTask { await client.run() }
+      defer { group.cancelAll() }
+      let storage: PostgresSessionStorage<String, Cart.State>
+      do {
+        storage = try await withTimeout(seconds: 10, "PostgreSQL at \(options.storage.kind)") {
+          try await PostgresSessionStorage<String, Cart.State>(
+            client: client,
+            table: options.table,
+            leaseDuration: lease,
+            logger: logger
+          )
+        }
+      } catch {
+        throw UsageError("cannot use PostgreSQL at \(options.storage.kind): \(error)")
       }
-    } catch {
-      task.cancel()
-      throw UsageError("cannot use PostgreSQL at \(options.storage.kind): \(error)")
+      try await serve(options, storage: storage, logger: logger, metrics: metrics)
     }
   }
+}
+
+/// Runs the server over `storage` until SIGTERM/SIGINT.
+private func serve(
+  _ options: ServeOptions,
+  storage: any SessionStorage<String, Cart.State>,
+  logger: Logger,
+  metrics: PrometheusCollectorRegistry?
+) async throws {
   let actionMetrics = MetricsObserver<Cart.State, Cart.Action>()
   let carts = Carts(
     storage: storage,
@@ -168,7 +185,6 @@ func serve(
     },
     logger: logger
   )
-  defer { postgres?.task.cancel() }
   do {
     try await app.runService()
   } catch {
