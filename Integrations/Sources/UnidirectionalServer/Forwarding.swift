@@ -6,6 +6,7 @@ import Logging
 import Metrics
 import NIOCore
 import NIOHTTP1
+import ServiceLifecycle
 import Synchronization
 import Unidirectional
 
@@ -137,10 +138,12 @@ public struct ForwardingMiddleware<Context: RequestContext>: RouterMiddleware {
     for (name, value) in response.headers where !hopByHop.contains(name.lowercased()) {
       if let field = HTTPField.Name(name) { headers.append(HTTPField(name: field, value: value)) }
     }
+    // NB: a forwarded stream (SSE) ends on this instance's graceful shutdown, as the owner's own
+    // stream ends on the owner's: otherwise this instance's shutdown waited for the owner's.
     return Response(
       status: HTTPResponse.Status(code: Int(response.status.code)),
       headers: headers,
-      body: ResponseBody(asyncSequence: response.body)
+      body: ResponseBody(asyncSequence: response.body.cancelOnGracefulShutdown())
     )
   }
 }

@@ -149,6 +149,43 @@ private func forwardedHeaders() throws -> HTTPFields {
     await instances.shutdown()
   }
 
+  @Test func aNonOwnerStreamsTheOwnersEvents() async throws {
+    let instances = TwoInstances()
+    let appA = Application(router: makeRouter(carts: instances.a))
+    let appB = Application(router: makeRouter(carts: instances.b, forwarding: instances.client))
+    try await appA.test(.live) { clientA in
+      let portA = try #require(clientA.port)
+      instances.a.advertisedAddress = "http://127.0.0.1:\(portA)"
+      try await clientA.execute(uri: "/carts/alice/items", method: .post, body: apple) { _ in }
+      try await appB.test(.live) { clientB in
+        let portB = try #require(clientB.port)
+        let response = try await instances.client.execute(
+          HTTPClientRequest(url: "http://127.0.0.1:\(portB)/carts/alice/events"),
+          timeout: .seconds(10)
+        )
+        #expect(response.status == .ok)
+        #expect(response.headers.first(name: "content-type") == "text/event-stream")
+        // A change made at the owner arrives through B's stream.
+        var seen = ""
+        for try await chunk in response.body {
+          seen += String(buffer: chunk)
+          if seen.contains(#""apple":1"#), !seen.contains(#""pear":1"#) {
+            try await clientA.execute(
+              uri: "/carts/alice/items",
+              method: .post,
+              body: ByteBuffer(string: #"{"item": "pear", "quantity": 1}"#)
+            ) { #expect($0.status == .ok) }
+          }
+          if seen.contains(#""pear":1"#) { break }
+        }
+        #expect(seen.hasPrefix("data: "))
+        #expect(seen.contains(#""pear":1"#))
+        #expect(instances.b.liveCount == 0)
+      }
+    }
+    await instances.shutdown()
+  }
+
   @Test func anInstanceWithNoAddressForItsOwnerAnswers409() async throws {
     let instances = TwoInstances()
     try await instances.a.send(.add(item: "apple", quantity: 1), to: "alice")
