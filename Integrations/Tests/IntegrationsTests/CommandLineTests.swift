@@ -1,0 +1,60 @@
+import Testing
+
+@testable import CartServer
+
+/// `cart-server`'s options: good ones parsed, bad ones refused with a message naming the flag.
+@Suite struct CommandLineTests {
+  @Test func serveOptionsAreParsedWithTheirDefaults() throws {
+    let defaults = try CartServerCommand.parseServe([])
+    #expect(defaults.port == 8080)
+    #expect(defaults.advertise == nil)
+    let options = try CartServerCommand.parseServe([
+      "--port", "9000", "--owner", "node-a", "--advertise", "http://10.0.0.7:9000",
+      "--storage", "postgres://me@127.0.0.1:5432/carts",
+    ])
+    #expect(options.port == 9000)
+    #expect(options.owner == "node-a")
+    #expect(options.advertise == "http://10.0.0.7:9000")
+    #expect(
+      options.storage == .postgres(host: "127.0.0.1", port: 5432, user: "me", database: "carts")
+    )
+  }
+
+  @Test func badServeOptionsAreRefusedNamingTheFlag() {
+    let cases: [([String], String)] = [
+      (["--advertise", "not a url"], "--advertise"),
+      (["--advertise", "ftp://10.0.0.7:9000"], "--advertise"),
+      (["--advertise", "http://"], "--advertise"),
+      (["--port", "-1"], "--port"),
+      (["--port", "eighty"], "--port"),
+      (["--storage", "mysql://x"], "--storage"),
+      (["--storage", "sqlite:"], "--storage"),
+      (["--port"], "--port"),
+      (["--bogus", "1"], "--bogus"),
+    ]
+    for (arguments, flag) in cases {
+      let error = #expect(throws: UsageError.self, "\(arguments)") {
+        try CartServerCommand.parseServe(arguments)
+      }
+      #expect(
+        error?.description.contains(flag) == true,
+        "\(arguments): \(String(describing: error))"
+      )
+    }
+  }
+
+  @Test func loadSpreadsOverEveryURLGivenAndRefusesBadOnes() throws {
+    let one = try CartServerCommand.parseLoad([])
+    #expect(one.urls == ["http://127.0.0.1:8080"])
+    let many = try CartServerCommand.parseLoad([
+      "--url", "http://127.0.0.1:8001", "--url", "http://127.0.0.1:8002", "--clients", "4",
+    ])
+    #expect(many.urls == ["http://127.0.0.1:8001", "http://127.0.0.1:8002"])
+    #expect(many.clients == 4)
+    for arguments in [["--url", "nowhere"], ["--clients", "0"], ["--seconds", "x"], ["--url"]] {
+      #expect(throws: UsageError.self, "\(arguments)") {
+        try CartServerCommand.parseLoad(arguments)
+      }
+    }
+  }
+}
