@@ -277,36 +277,26 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
   public func erase(_ key: Key, token: UInt64?, owner: String) async throws -> SessionSaveResult {
     let text = try self.text(key)
     do {
-      let rows: PostgresRowSequence
-      if let token {
-        rows = try await self.client.query(
-          """
-          WITH gone AS (
-            DELETE FROM \(unescaped: self.table)
-            WHERE key = \(text) AND token = \(Int64(token)) AND owner = \(owner) RETURNING key
-          )
-          SELECT (SELECT count(*) FROM gone)::int8,
-            (SELECT count(*) FROM \(unescaped: self.table) WHERE key = \(text))::int8,
-            (SELECT owner FROM \(unescaped: self.table) WHERE key = \(text))
-          """,
-          logger: self.logger
+      // NB: one statement for both fences: with a token, `owner`'s lease under it; without, no
+      // other owner's unexpired lease.
+      let token = token.map { Int64(bitPattern: $0) }
+      let rows = try await self.client.query(
+        """
+        WITH gone AS (
+          DELETE FROM \(unescaped: self.table)
+          WHERE key = \(text) AND CASE
+            WHEN \(token)::int8 IS NULL
+              THEN owner IS NULL OR owner = \(owner) OR lease_expires_at <= now()
+            ELSE token = \(token)::int8 AND owner = \(owner)
+          END
+          RETURNING key
         )
-      } else {
-        rows = try await self.client.query(
-          """
-          WITH gone AS (
-            DELETE FROM \(unescaped: self.table)
-            WHERE key = \(text)
-              AND (owner IS NULL OR owner = \(owner) OR lease_expires_at <= now())
-            RETURNING key
-          )
-          SELECT (SELECT count(*) FROM gone)::int8,
-            (SELECT count(*) FROM \(unescaped: self.table) WHERE key = \(text))::int8,
-            (SELECT owner FROM \(unescaped: self.table) WHERE key = \(text))
-          """,
-          logger: self.logger
-        )
-      }
+        SELECT (SELECT count(*) FROM gone)::int8,
+          (SELECT count(*) FROM \(unescaped: self.table) WHERE key = \(text))::int8,
+          (SELECT owner FROM \(unescaped: self.table) WHERE key = \(text))
+        """,
+        logger: self.logger
+      )
       for try await (deleted, rows, holder) in rows.decode((Int64, Int64, String?).self) {
         // NB: the statement's snapshot still sees the deleted row: a deletion answers for itself.
         if deleted == 1 || rows == 0 { return .saved }
