@@ -408,8 +408,8 @@ struct EffectStateMachine<Job, Waiter, Slot: UnitSlot> {
   /// changed, otherwise.
   ///
   /// NB: an idle timer re-armed by every request takes this path. Without it, each request took
-  /// a new token (an allocation); with the token reused but the record taken out and the same one
-  /// put back, that was about a tenth of a re-arm in a profile of 2026-11-28.
+  /// a new token (an allocation), and taking the record out to put the same one back was a
+  /// visible share of a re-arm in a profile (Benchmarks/HISTORY.md).
   private mutating func keptLifetime(
     of timer: TimerEntry,
     id: EffectID,
@@ -1033,7 +1033,7 @@ struct LifetimeOwner: @unchecked Sendable {
   ///
   /// NB: asked of the reference as an `EffectToken`: `isKnownUniquelyReferenced` of an `AnyObject`
   /// (or an `any AnyObject & Sendable`) is not inlined, and its caller passes it a retained copy,
-  /// so it always answered `false` (found 2026-11-28 in the disassembly).
+  /// so it always answered `false` (seen in the disassembly).
   mutating func isOnlyReferenceToToken() -> Bool {
     guard ObjectIdentifier(type(of: self.object)) == ObjectIdentifier(EffectToken.self) else {
       return false
