@@ -7,6 +7,21 @@ import XCTest
 /// The core module cannot link Swift Testing or XCTest; it finds this type at run time by its
 /// mangled name whenever a test target links `UnidirectionalTesting`.
 public struct IssueBridge: TestFrameworkBridge {
+  /// Whether a Swift Testing test runs on the current task.
+  ///
+  /// A store created then starts its effects' tasks in the creating context, so they carry the
+  /// test (and any `withKnownIssue` scope) with them. XCTest needs no such link: a failure
+  /// recorded from any thread reaches the running case.
+  package static var isTestRunning: Bool {
+    guard Test.current != nil else { return false }
+    swiftTestingRunSeen.setValue(true)
+    return true
+  }
+
+  /// Whether a store was created during a Swift Testing test in this process: an issue then
+  /// reported from a task that carries no test (a timer's, on a real clock) still fails the run.
+  static let swiftTestingRunSeen = LockIsolated(false)
+
   /// Records `issue` in the running Swift Testing or XCTest test; `false` when none is running.
   package static func record(_ issue: ReportedIssue) -> Bool {
     recordTestFailure(
@@ -46,6 +61,16 @@ func recordTestFailure(
       expected: true
     )
     return true
+  }
+  if IssueBridge.swiftTestingRunSeen.value {
+    // NB: no test on this task: Swift Testing posts the issue to every running configuration,
+    // which fails the run though it cannot name the test; the caller prints it too, in case the
+    // run has ended.
+    Issue.record(
+      Comment(rawValue: message),
+      sourceLocation: SourceLocation(fileID: fileID, filePath: filePath, line: line, column: column)
+    )
+    return false
   }
   // NB: the observer may have been created during the running case (it missed its start):
   // `XCTFail` still reaches that case, at this file's location, so the real one goes in the

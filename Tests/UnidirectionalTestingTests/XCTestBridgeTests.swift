@@ -21,6 +21,7 @@ final class XCTestBridgeTests: XCTestCase {
   ) {
     if description.contains("An action was sent to a store that has been shut down.")
       || description.contains("A state change does not match expectation")
+      || description.contains("has no 'catch' handler")
     {
       self.captured.withValue { $0.append((description, filePath, lineNumber)) }
     } else {
@@ -87,6 +88,42 @@ final class XCTestBridgeTests: XCTestCase {
     )
     XCTAssertTrue(failures.first?.description.contains("+1") == true, "\(failures)")
   }
+
+  func testAPlainStoresUncaughtEffectErrorFailsTheRunningCase() async {
+    let store = Store(initialState: 0) {
+      Reduce<Int, Bool> { _, _ in .run { _ in throw XCTestMeltdown() } }
+    }
+    _ = await capturingStandardError {
+      await store.send(true).finish()
+    }
+    let failures = self.captured.value
+    XCTAssertEqual(failures.count, 1, "\(failures)")
+    let description = failures.first?.description ?? ""
+    XCTAssertTrue(description.contains("the reactor melted (code 7)"), description)
+    XCTAssertTrue(description.contains("XCTestMeltdown"), description)
+    XCTAssertTrue(description.contains("by the action\n    true"), description)
+    XCTAssertTrue(description.contains("XCTestBridgeTests.swift:"), description)
+  }
+
+  func testATestStoresUncaughtEffectErrorFailsTheRunningCase() async {
+    let store = TestStore(initialState: 0) {
+      Reduce<Int, Bool> { _, _ in .run { _ in throw XCTestMeltdown() } }
+    }
+    _ = await capturingStandardError {
+      await store.send(true)
+      await store.finish()
+    }
+    let failures = self.captured.value
+    XCTAssertEqual(failures.count, 1, "\(failures)")
+    XCTAssertTrue(
+      failures.first?.description.contains("the reactor melted (code 7)") == true,
+      "\(failures)"
+    )
+  }
+}
+
+private struct XCTestMeltdown: Error, CustomStringConvertible {
+  var description: String { "the reactor melted (code 7)" }
 }
 
 /// Runs `body` with standard error written into a pipe, and returns what it wrote (so a test's

@@ -47,7 +47,9 @@ public struct ReportedIssue: Sendable, CustomStringConvertible {
 /// Where reported issues go.
 ///
 /// By default an issue fails the Swift Testing or XCTest test that is running (when the test
-/// target links `UnidirectionalTesting`), and otherwise prints one line to standard error. Replace
+/// target links `UnidirectionalTesting`), and otherwise prints one line to standard error. Issues
+/// raised inside effects reach the test as well: a store created during a Swift Testing test
+/// starts its effects in the sending task's context, which carries the test. Replace
 /// the destination for a scope with ``withIssueReporter(_:operation:)``; a ``Store`` keeps the
 /// reporter that was in force when it was created.
 ///
@@ -145,6 +147,8 @@ public func reportIssue(
 package protocol TestFrameworkBridge {
   /// Records the issue in the running test; returns `false` when no test is running.
   static func record(_ issue: ReportedIssue) -> Bool
+  /// Whether the current task runs a test that effects must report to from their own tasks.
+  static var isTestRunning: Bool { get }
 }
 
 package enum TestFrameworkLink {
@@ -159,6 +163,12 @@ package enum TestFrameworkLink {
   static func record(_ issue: ReportedIssue) -> Bool {
     guard let bridge = self.bridge else { return false }
     return bridge.record(issue)
+  }
+
+  /// Whether a test runs on the current task; `false` in a process without the bridge.
+  package static var isTestRunning: Bool {
+    guard let bridge = self.bridge else { return false }
+    return bridge.isTestRunning
   }
 }
 

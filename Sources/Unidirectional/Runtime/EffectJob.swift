@@ -14,7 +14,7 @@ import Synchronization
   /// (its dependency overrides, say): it gets the store's, bound by
   /// ``EffectSupervisor/runTask(_:)``. Not a child of a per-store task group: that group's parent
   /// task cost ~2 KB for the store's whole life, and adding a child meant waking the parent first
-  /// (DESIGN.md, *Effects are tasks the store owns*). The store owns the task all the same: the
+  /// (DESIGN.md, *Decisions*). The store owns the task all the same: the
   /// supervisor counts it, cancels it, and waits for it to end.
   func startTask(on supervisor: EffectSupervisor)
 
@@ -102,6 +102,12 @@ import Synchronization
 
   @usableFromInline final func startTask(on supervisor: EffectSupervisor) {
     let priority = self.priority ?? .medium
+    if supervisor.inheritsTaskContext {
+      startInheritingTask(priority: priority, on: supervisor) {
+        await self.runAsTask(on: supervisor)
+      }
+      return
+    }
     guard let preference = supervisor.executorPreference else {
       // NB: no preference at all, not a `nil` one: a task created with one (even `nil`) carries a
       // preference record that every hop of every effect looks up (measured: 16% of a delivery).
@@ -182,6 +188,12 @@ final class PlanJob<Action: Sendable>: EffectJob {
     let priority = self.priority ?? .medium
     // NB: a plan (a merge or concatenation, rarer than a lone `.run`) binds every task-local:
     // one frame more than `RunJob`'s single binding, for one path instead of two.
+    if supervisor.inheritsTaskContext {
+      startInheritingTask(priority: priority, on: supervisor) {
+        await self.runAsTask(on: supervisor)
+      }
+      return
+    }
     guard let preference = supervisor.executorPreference else {
       Task.detached(priority: priority) { await self.runAsTask(on: supervisor) }
       return
@@ -383,4 +395,19 @@ enum EffectPlan<Action: Sendable>: Sendable {
   associatedtype Action: Sendable
   /// Reduces an action `unit` sent, unless `unit` was cancelled.
   func receive(_ action: Action, from unit: any EffectUnit)
+}
+
+/// Starts an effect's task as an unstructured child of the current task's context: it inherits
+/// the sender's task-locals, among them the running test and its `withKnownIssue` scope.
+@usableFromInline
+func startInheritingTask(
+  priority: TaskPriority,
+  on supervisor: EffectSupervisor,
+  _ operation: @escaping @Sendable () async -> Void
+) {
+  guard let preference = supervisor.executorPreference else {
+    Task(priority: priority) { await operation() }
+    return
+  }
+  Task(executorPreference: preference, priority: priority) { await operation() }
 }

@@ -65,8 +65,12 @@ import CUnidirectional
     while true {
       let (job, supervisor) = next
       if !nested, supervisor.executorPreference == nil, #available(macOS 26.0, *) {
-        Task.immediateDetached(priority: job.priority ?? .medium) {
-          await job.runAsTask(on: supervisor)
+        if supervisor.inheritsTaskContext {
+          Task.immediate(priority: job.priority ?? .medium) { await job.runAsTask(on: supervisor) }
+        } else {
+          Task.immediateDetached(priority: job.priority ?? .medium) {
+            await job.runAsTask(on: supervisor)
+          }
         }
       } else {
         job.startTask(on: supervisor)

@@ -81,6 +81,8 @@ import Synchronization
     let drainer: (any ManualDrainer)?
     let reporter: IssueReporter
     let observer: (any StoreObserver)?
+    /// Whether effect tasks inherit the sending task's task-locals (a store made in a test).
+    let inheritsTaskContext: Bool
     /// Starts measuring an effect's duration on the store's `continuousClock` (with an observer).
     let stopwatch: (@Sendable () -> @Sendable () -> Duration)?
 
@@ -88,9 +90,11 @@ import Synchronization
       executorPreference: (any TaskExecutor)?,
       reporter: IssueReporter,
       observer: (any StoreObserver)?,
-      clock: (any Clock<Duration>)?
+      clock: (any Clock<Duration>)?,
+      inheritsTaskContext: Bool
     ) {
       self.executorPreference = executorPreference
+      self.inheritsTaskContext = inheritsTaskContext
       self.drainer = executorPreference as? any ManualDrainer
       self.reporter = reporter
       self.observer = observer
@@ -111,16 +115,18 @@ import Synchronization
     observer: (any StoreObserver)? = nil,
     clock: (any Clock<Duration>)? = nil,
     cancelsTimers: Bool = true,
+    inheritsTaskContext: Bool = false,
     effectsEnded: @escaping @Sendable () async -> Void = {}
   ) {
-    if executorPreference == nil && reporter.isDefault && observer == nil {
+    if executorPreference == nil && reporter.isDefault && observer == nil && !inheritsTaskContext {
       self.extras = nil
     } else {
       self.extras = Extras(
         executorPreference: executorPreference,
         reporter: reporter,
         observer: observer,
-        clock: clock
+        clock: clock,
+        inheritsTaskContext: inheritsTaskContext
       )
     }
     self.effectsEnded = effectsEnded
@@ -135,6 +141,11 @@ import Synchronization
 
   /// The executor effect tasks prefer (a test store's), if any.
   var executorPreference: (any TaskExecutor)? { self.extras?.executorPreference }
+
+  /// Whether effect tasks start as children of the sending task's context (`Task {}`), carrying
+  /// its task-locals, instead of detached: true for a store created while a Swift Testing test
+  /// runs, so an issue an effect reports reaches that test (and its `withKnownIssue`).
+  var inheritsTaskContext: Bool { self.extras?.inheritsTaskContext ?? false }
 
   // MARK: - The spare timer record
 
@@ -352,7 +363,8 @@ import Synchronization
   /// Whether effect tasks bind only ``current`` (see ``runBindingEverything(_:)``): the store's
   /// reporter is the default and no test executor drives them.
   var bindsOnlyItself: Bool {
-    self.extras?.drainer == nil && self.extras?.reporter.isDefault != false
+    guard let extras = self.extras else { return true }
+    return extras.drainer == nil && extras.reporter.isDefault && !extras.inheritsTaskContext
   }
 
   /// Runs `job` with every task-local of the store bound: the supervisor, the store's issue
@@ -362,7 +374,20 @@ import Synchronization
   /// ``current``, with a closure literal: passing a closure *value* to
   /// `TaskLocal.withValue` costs a reabstraction thunk frame (240 B), and every frame of a
   /// suspended effect costs memory (the task allocator grows in 1 KB slabs).
+  ///
+  /// A task that inherited the sender's task-locals gets the default dependencies bound too, so
+  /// the sender's `withDependencies` overrides do not leak into the store's effects.
   func runBindingEverything(_ job: () async -> Void) async {
+    if self.inheritsTaskContext {
+      await DependencyValues.$taskValues.withValue(DependencyValues()) {
+        await self.runBindingStoreValues(job)
+      }
+    } else {
+      await self.runBindingStoreValues(job)
+    }
+  }
+
+  private func runBindingStoreValues(_ job: () async -> Void) async {
     await EffectSupervisor.$current.withValue(self) {
       await IssueReporter.$current.withValue(self.extras?.reporter ?? .default) {
         await TestExecution.$drainer.withValue(self.extras?.drainer, operation: job)

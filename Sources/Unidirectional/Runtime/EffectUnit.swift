@@ -136,7 +136,8 @@ extension EffectUnit {
 /// cancelled and reads the flags from just before in the same atomic step: either the task had
 /// started (and its handle is here to cancel) or it will find the unit cancelled and not run it.
 /// Before, each of these `.run`s took the lock once more to start, and was a record moved in and
-/// out of the machine's map (DESIGN.md, *A lone `.run` is listed, not recorded*).
+/// out of the machine's map (the archived design in Benchmarks/HISTORY.md, *A lone `.run` is
+/// listed, not recorded*).
 // Safety: `slotBits` and the flags are atomic; `next`, `previous` and `pins` are read and written
 // only by the effect state machine, whose every method runs under its supervisor's lock (or, in
 // its tests, on one thread). Not final: `RunJob` extends it.

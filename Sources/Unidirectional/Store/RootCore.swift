@@ -418,6 +418,9 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
       observer: self.storeObserver,
       clock: self.storeObserver == nil ? nil : self.dependencies.values.continuousClock,
       cancelsTimers: self.extras?.cancelsTimers ?? true,
+      // NB: asked when the first effect starts, not at creation: a store that never runs an
+      // effect does not pay for the test framework's task-local lookup.
+      inheritsTaskContext: TestFrameworkLink.isTestRunning,
       effectsEnded: { await isolation.release() }
     )
     let stored = Unmanaged.passUnretained(self.supervisorReference.storeIfNil(supervisor))
