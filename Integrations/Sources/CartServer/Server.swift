@@ -156,7 +156,9 @@ private func serve(
         actionMetrics
       )
     },
-    registryObserver: SessionMetrics()
+    // NB: spans go to the bootstrapped tracer (a no-op unless the app installs one); a
+    // customer's id is personal data, so it stays out of them.
+    registryObserver: SessionObserverGroup(SessionMetrics(), SessionTracing())
   ) { customer in
     Cart.State(customer: customer)
   } reducer: {

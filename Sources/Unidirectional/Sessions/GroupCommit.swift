@@ -202,6 +202,10 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
       }
       let outcome: Result<[SessionSaveResult], any Error>
       let start = ContinuousClock.now
+      let interval = self.observer?.saveStarted(
+        states: writes.count,
+        sends: batch.reduce(0) { $0 + $1.1.waiters.count }
+      )
       defer {
         self.observer?.sessionsSaved(count: writes.count, duration: start.duration(to: .now))
       }
@@ -213,6 +217,11 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
           : .failure(BatchMismatch(writes: writes.count, results: results.count))
       } catch {
         outcome = .failure(error)
+      }
+      if case .failure(let error) = outcome {
+        interval?.end(error: error)
+      } else {
+        interval?.end(error: nil)
       }
       self.finish(batch, outcome)
     }

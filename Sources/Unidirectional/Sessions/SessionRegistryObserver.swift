@@ -21,6 +21,21 @@ public protocol SessionRegistryObserver: Sendable {
   func ownershipLost(key: String)
   /// A send with an idempotency key the session already held was answered without reducing.
   func idempotentReplay(key: String)
+  /// Whether this observer returns intervals from the `…Started` methods. `false` (the default)
+  /// keeps a registry's sends to live keys on their fastest path, which does not ask.
+  var measuresIntervals: Bool { get }
+  /// A send to `key` began, on the sending task; the registry ends the interval returned when
+  /// the send returns or throws. `nil` (the default) measures nothing, and then `key` is never
+  /// formed.
+  func sendStarted(key: @autoclosure () -> String) -> (any SessionInterval)?
+  /// `key`'s activation began (its lease taken and state loaded, with storage), inside `send`'s
+  /// interval when a measured send caused it.
+  func activationStarted(
+    key: @autoclosure () -> String,
+    within send: (any SessionInterval)?
+  ) -> (any SessionInterval)?
+  /// One save of `states` sessions' states, which `sends` waiting sends share, began.
+  func saveStarted(states: Int, sends: Int) -> (any SessionInterval)?
 }
 
 extension SessionRegistryObserver {
@@ -38,6 +53,17 @@ extension SessionRegistryObserver {
   public func ownershipLost(key: String) {}
   /// Does nothing.
   public func idempotentReplay(key: String) {}
+  /// `false`: measures nothing.
+  public var measuresIntervals: Bool { false }
+  /// Measures nothing.
+  public func sendStarted(key: @autoclosure () -> String) -> (any SessionInterval)? { nil }
+  /// Measures nothing.
+  public func activationStarted(
+    key: @autoclosure () -> String,
+    within send: (any SessionInterval)?
+  ) -> (any SessionInterval)? { nil }
+  /// Measures nothing.
+  public func saveStarted(states: Int, sends: Int) -> (any SessionInterval)? { nil }
 }
 
 /// Why a session's store passivated.

@@ -17,7 +17,7 @@ extension StoreRegistry {
   @discardableResult
   public func send(_ action: Action, to key: Key, idempotencyKey: String) async throws -> StoreTask
   {
-    try await self.sendOnce(action, to: key, idempotencyKey: idempotencyKey) { _ in () }.task
+    try await self.send(action, to: key, idempotencyKey: idempotencyKey) { _ in () }.task
   }
 
   /// Sends an action at most once per `idempotencyKey` (see ``send(_:to:idempotencyKey:)``) and
@@ -37,7 +37,22 @@ extension StoreRegistry {
     idempotencyKey: String,
     reading read: @escaping @Sendable (State) -> Value
   ) async throws -> Value {
-    try await self.sendOnce(action, to: key, idempotencyKey: idempotencyKey, read).value
+    try await self.send(action, to: key, idempotencyKey: idempotencyKey, read).value
+  }
+
+  private func send<Value: Sendable>(
+    _ action: Action,
+    to key: Key,
+    idempotencyKey: String,
+    _ read: @escaping @Sendable (State) -> Value
+  ) async throws -> (task: StoreTask, value: Value) {
+    guard self.measuresSends, let interval = self.registryObserver?.sendStarted(key: "\(key)")
+    else {
+      return try await self.sendOnce(action, to: key, idempotencyKey: idempotencyKey, read)
+    }
+    return try await self.measuringSend(interval) {
+      try await self.sendOnce(action, to: key, idempotencyKey: idempotencyKey, read)
+    }
   }
 
   private func sendOnce<Value: Sendable>(

@@ -53,6 +53,8 @@ where R.State: Sendable {
   private let makeObserver: @Sendable (Key) -> (any StoreObserver<State, Action>)?
   /// Watches the registry as a whole (set once, before any session activates).
   let registryObserver: (any SessionRegistryObserver)?
+  /// Whether the registry observer measures sends (a tracer): they then leave the fast path.
+  @usableFromInline let measuresSends: Bool
   /// Makes a key's store from its state (stored, or `nil` for the initial one): formed in the
   /// module that creates the registry, so the store's per-action path is specialized for its
   /// reducer.
@@ -328,6 +330,7 @@ where R.State: Sendable {
     )
     self.makeObserver = makeObserver
     self.registryObserver = registryObserver
+    self.measuresSends = registryObserver?.measuresIntervals ?? false
     self.initialState = initialState
     self.makeStore = makeStore
     var dependencies = DependencyValues._inherited()
@@ -388,7 +391,7 @@ where R.State: Sendable {
   @inlinable @discardableResult
   public func send(_ action: Action, to key: Key) async throws -> StoreTask {
     // NB: the common case, specialized in the caller's module: a live key, no storage to wait for.
-    if self.storage == nil,
+    if self.storage == nil, !self.measuresSends,
       let store = self.guarded.withLockInlined({ $0.liveStores[key] }),
       let sent = await store.trySendStartingEffectsHere(action)
     {
@@ -418,7 +421,7 @@ where R.State: Sendable {
     to key: Key,
     reading read: @escaping @Sendable (State) -> Value
   ) async throws -> Value {
-    if self.storage == nil,
+    if self.storage == nil, !self.measuresSends,
       let store = self.guarded.withLockInlined({ $0.liveStores[key] }),
       let sent = await store.trySendStartingEffectsHere(action, reading: read)
     {
@@ -430,6 +433,18 @@ where R.State: Sendable {
 
   @usableFromInline
   func deliver<Value: Sendable>(
+    _ action: Action,
+    to key: Key,
+    reading read: @escaping @Sendable (State) -> Value
+  ) async throws -> (task: StoreTask, value: Value) {
+    guard self.measuresSends, let interval = self.registryObserver?.sendStarted(key: "\(key)")
+    else { return try await self.deliverUnmeasured(action, to: key, reading: read) }
+    return try await self.measuringSend(interval) {
+      try await self.deliverUnmeasured(action, to: key, reading: read)
+    }
+  }
+
+  private func deliverUnmeasured<Value: Sendable>(
     _ action: Action,
     to key: Key,
     reading read: @escaping @Sendable (State) -> Value
@@ -670,6 +685,21 @@ where R.State: Sendable {
   }
 
   private func activate(_ entry: Entry) async throws {
+    let interval = self.registryObserver?.activationStarted(
+      key: "\(entry.key)",
+      within: SessionIntervals.send
+    )
+    guard let interval else { return try await self.activateUnmeasured(entry) }
+    do {
+      try await self.activateUnmeasured(entry)
+      interval.end(error: nil)
+    } catch {
+      interval.end(error: error)
+      throw error
+    }
+  }
+
+  private func activateUnmeasured(_ entry: Entry) async throws {
     let key = entry.key
     var state: State?
     var token: UInt64 = 0
