@@ -124,14 +124,17 @@ public struct MetricsObserver<State: Sendable, Action: Sendable>: StoreObserver 
 /// Traces a store's effects through swift-distributed-tracing: a span per `.run` effect, a child of
 /// the span of the request whose action started it, with the outcome and any error recorded.
 ///
+/// The parent is captured on the task that starts the effect (``effectContext()``): the request's
+/// for an action it sent, the starting effect's parent for an action an effect sent back, and
+/// none for an effect a timer started on a system clock. Concurrent requests to one key each
+/// parent their own effects.
+///
 /// One line per registry: `observer: { key in TracingObserver(tracer: tracer, key: key) }`.
 public final class TracingObserver<State: Sendable, Action: Sendable>: StoreObserver {
   private let tracer: any Tracer
   private let key: String?
-  /// The context of the latest action sent from outside (a request's), and the effects' spans.
-  private let guarded = Mutex<(context: ServiceContext?, spans: [EffectReference: any Span])>(
-    (nil, [:])
-  )
+  /// The spans of running effects.
+  private let spans = Mutex<[EffectReference: any Span]>([:])
 
   /// Creates an observer that starts spans on `tracer`.
   ///
@@ -146,27 +149,24 @@ public final class TracingObserver<State: Sendable, Action: Sendable>: StoreObse
     self.key = key.map { "\($0)" }
   }
 
-  /// Remembers the context of an action sent from outside: the parent of the effects it starts.
-  ///
-  /// Called on the store's executor in the sender's task, so `ServiceContext.current` is the
-  /// request's.
-  public func actionReduced(_ action: Action, origin: ActionOrigin) {
-    guard case .send = origin, let context = ServiceContext.current else { return }
-    self.guarded.withLock { $0.context = context }
+  /// The span context in force where the effect starts: the sender's, or, on an effect's own
+  /// task, the one captured when that effect started.
+  public func effectContext() -> (any Sendable)? {
+    ServiceContext.current ?? serviceContext(in: EffectReference.currentContext)
   }
 
-  /// Starts the effect's span.
+  /// Starts the effect's span, a child of the context captured where it started.
   public func effectStarted(_ effect: EffectReference) {
-    let context = self.guarded.withLock { $0.context } ?? .topLevel
+    let context = serviceContext(in: effect.context) ?? .topLevel
     let span = self.tracer.startAnySpan("effect", context: context, ofKind: .internal)
     span.attributes["effect.id"] = "\(effect)"
     if let key = self.key { span.attributes["session.key"] = key }
-    self.guarded.withLock { $0.spans[effect] = span }
+    self.spans.withLock { $0[effect] = span }
   }
 
   /// Ends the effect's span, with its outcome (and error).
   public func effectEnded(_ effect: EffectReference, outcome: EffectOutcome, duration: Duration) {
-    guard let span = self.guarded.withLock({ $0.spans.removeValue(forKey: effect) }) else { return }
+    guard let span = self.spans.withLock({ $0.removeValue(forKey: effect) }) else { return }
     span.attributes["effect.outcome"] = "\(outcome)"
     if case .failed(let error) = outcome {
       span.recordError(error)
@@ -202,14 +202,24 @@ public struct ObserverGroup<State: Sendable, Action: Sendable>: StoreObserver {
   public func stateChanged(from oldState: State, to newState: State) {
     for observer in self.observers { observer.stateChanged(from: oldState, to: newState) }
   }
-  /// Tells every observer.
-  public func effectStarted(_ effect: EffectReference) {
-    for observer in self.observers { observer.effectStarted(effect) }
+  /// Every observer's context, in order.
+  public func effectContext() -> (any Sendable)? {
+    GroupContext(contexts: self.observers.map { $0.effectContext() })
   }
-  /// Tells every observer.
+  /// Tells every observer, each with its own context.
+  public func effectStarted(_ effect: EffectReference) {
+    for (index, observer) in self.observers.enumerated() {
+      observer.effectStarted(effect.with(context: GroupContext.member(index, of: effect.context)))
+    }
+  }
+  /// Tells every observer, each with its own context.
   public func effectEnded(_ effect: EffectReference, outcome: EffectOutcome, duration: Duration) {
-    for observer in self.observers {
-      observer.effectEnded(effect, outcome: outcome, duration: duration)
+    for (index, observer) in self.observers.enumerated() {
+      observer.effectEnded(
+        effect.with(context: GroupContext.member(index, of: effect.context)),
+        outcome: outcome,
+        duration: duration
+      )
     }
   }
   /// Tells every observer.
@@ -220,4 +230,22 @@ public struct ObserverGroup<State: Sendable, Action: Sendable>: StoreObserver {
   public func storeShutDown() {
     for observer in self.observers { observer.storeShutDown() }
   }
+}
+
+/// The contexts an ``ObserverGroup``'s members captured for one effect.
+struct GroupContext: Sendable {
+  let contexts: [(any Sendable)?]
+
+  /// Member `index`'s context in `context` (a group's), or `context` itself otherwise.
+  static func member(_ index: Int, of context: (any Sendable)?) -> (any Sendable)? {
+    guard let group = context as? GroupContext else { return context }
+    return group.contexts.indices.contains(index) ? group.contexts[index] : nil
+  }
+}
+
+/// The span context in `context`: itself, or the first one a group's members captured.
+func serviceContext(in context: (any Sendable)?) -> ServiceContext? {
+  if let context = context as? ServiceContext { return context }
+  guard let group = context as? GroupContext else { return nil }
+  return group.contexts.lazy.compactMap { serviceContext(in: $0) }.first
 }

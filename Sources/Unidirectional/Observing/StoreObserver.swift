@@ -51,6 +51,15 @@ public protocol StoreObserver<State, Action>: Sendable {
   /// differs; otherwise after every reduce.
   func stateChanged(from oldState: State, to newState: State)
 
+  /// What an effect's events should carry from the task that starts it: called on that task
+  /// (the sender's, or the effect's or timer's that delivered the action) just before the
+  /// effect's own task is created, and handed to ``effectStarted(_:)`` and the
+  /// `effectEnded` methods as the reference's ``EffectReference/context``.
+  ///
+  /// A tracer returns the sender's span context here, so an effect's span is the child of the
+  /// request that started it even though the effect runs on a task of its own. `nil` by default.
+  func effectContext() -> (any Sendable)?
+
   /// A `.run` effect started.
   func effectStarted(_ effect: EffectReference)
 
@@ -75,6 +84,8 @@ extension StoreObserver {
   public func actionReduced(_ action: Action, origin: ActionOrigin) {}
   /// Does nothing by default.
   public func stateChanged(from oldState: State, to newState: State) {}
+  /// Captures nothing by default.
+  public func effectContext() -> (any Sendable)? { nil }
   /// Does nothing by default.
   public func effectStarted(_ effect: EffectReference) {}
   /// Does nothing by default.
@@ -110,11 +121,44 @@ public enum ActionOrigin: Sendable, Hashable, CustomStringConvertible {
 
 /// Identifies one running `.run` effect of a store, from its start to its end (an identity may be
 /// reused after the effect has ended).
+///
+/// Two references are equal when they name the same effect, whatever their contexts.
 public struct EffectReference: Sendable, Hashable, CustomStringConvertible {
   @usableFromInline let raw: ObjectIdentifier
+  /// What the store's observer captured on the task that started the effect
+  /// (``StoreObserver/effectContext()``), in effect events; `nil` elsewhere.
+  public private(set) var context: (any Sendable)?
 
-  @usableFromInline init(_ unit: any EffectUnit) {
+  @usableFromInline init(_ unit: any EffectUnit, context: (any Sendable)? = nil) {
     self.raw = ObjectIdentifier(unit)
+    self.context = context
+  }
+
+  /// The context captured for the effect running on the current task, if its store has an
+  /// observer (what an observer's ``StoreObserver/effectContext()`` can hand on to the effects
+  /// this effect's actions start).
+  public static var currentContext: (any Sendable)? {
+    Self.startingContext
+  }
+
+  /// Bound in an observed store's effect tasks.
+  @TaskLocal static var startingContext: (any Sendable)?
+
+  /// The same effect with another context (an observer that groups others hands each its own).
+  public func with(context: (any Sendable)?) -> EffectReference {
+    var copy = self
+    copy.context = context
+    return copy
+  }
+
+  /// Whether both name the same effect.
+  public static func == (lhs: Self, rhs: Self) -> Bool {
+    lhs.raw == rhs.raw
+  }
+
+  /// Hashes the effect's identity.
+  public func hash(into hasher: inout Hasher) {
+    hasher.combine(self.raw)
   }
 
   /// A short description, for logs.

@@ -102,10 +102,8 @@ import Synchronization
 
   @usableFromInline final func startTask(on supervisor: EffectSupervisor) {
     let priority = self.priority ?? .medium
-    if supervisor.inheritsTaskContext {
-      startInheritingTask(priority: priority, on: supervisor) {
-        await self.runAsTask(on: supervisor)
-      }
+    if supervisor.startsInContext {
+      startEffectTask(priority: priority, on: supervisor) { await self.runAsTask(on: supervisor) }
       return
     }
     guard let preference = supervisor.executorPreference else {
@@ -184,21 +182,11 @@ final class PlanJob<Action: Sendable>: EffectJob {
     await self.plan.execute(self.delivery, on: supervisor)
   }
 
+  /// NB: a plan (a merge or concatenation, rarer than a lone `.run`) starts through the one
+  /// general path and binds every task-local: a closure and a frame more than `RunJob`'s fast
+  /// path, for one path instead of four.
   func startTask(on supervisor: EffectSupervisor) {
-    let priority = self.priority ?? .medium
-    // NB: a plan (a merge or concatenation, rarer than a lone `.run`) binds every task-local:
-    // one frame more than `RunJob`'s single binding, for one path instead of two.
-    if supervisor.inheritsTaskContext {
-      startInheritingTask(priority: priority, on: supervisor) {
-        await self.runAsTask(on: supervisor)
-      }
-      return
-    }
-    guard let preference = supervisor.executorPreference else {
-      Task.detached(priority: priority) { await self.runAsTask(on: supervisor) }
-      return
-    }
-    Task.detached(executorPreference: preference, priority: priority) {
+    startEffectTask(priority: self.priority ?? .medium, on: supervisor) {
       await self.runAsTask(on: supervisor)
     }
   }
@@ -397,17 +385,23 @@ enum EffectPlan<Action: Sendable>: Sendable {
   func receive(_ action: Action, from unit: any EffectUnit)
 }
 
-/// Starts an effect's task as an unstructured child of the current task's context: it inherits
-/// the sender's task-locals, among them the running test and its `withKnownIssue` scope.
+/// Starts an effect's task for a store whose effects carry something from the task that starts
+/// them: a store used in a test (the task is a child of the sender's context, which carries the
+/// test) or an observed one (the task carries what the observer captured on the sending task,
+/// ``StoreObserver/effectContext()``).
 @usableFromInline
-func startInheritingTask(
+func startEffectTask(
   priority: TaskPriority,
   on supervisor: EffectSupervisor,
   _ operation: @escaping @Sendable () async -> Void
 ) {
-  guard let preference = supervisor.executorPreference else {
-    Task(priority: priority) { await operation() }
-    return
+  let body = supervisor.observedBody(operation)
+  switch (supervisor.inheritsTaskContext, supervisor.executorPreference) {
+  case (true, nil): Task(priority: priority) { await body() }
+  case (true, let preference?):
+    Task(executorPreference: preference, priority: priority) { await body() }
+  case (false, nil): Task.detached(priority: priority) { await body() }
+  case (false, let preference?):
+    Task.detached(executorPreference: preference, priority: priority) { await body() }
   }
-  Task(executorPreference: preference, priority: priority) { await operation() }
 }

@@ -66,7 +66,15 @@ import CUnidirectional
       let (job, supervisor) = next
       if !nested, supervisor.executorPreference == nil, #available(macOS 26.0, *) {
         if supervisor.inheritsTaskContext {
-          Task.immediate(priority: job.priority ?? .medium) { await job.runAsTask(on: supervisor) }
+          Self.startImmediatelyInContext(job, on: supervisor)
+        } else if let observer = supervisor.observer {
+          // NB: `Task.immediateDetached` stays in this function (`.ci/run` checks it is inlined).
+          let context = observer.effectContext()
+          Task.immediateDetached(priority: job.priority ?? .medium) {
+            await EffectReference.$startingContext.withValue(context) {
+              await job.runAsTask(on: supervisor)
+            }
+          }
         } else {
           Task.immediateDetached(priority: job.priority ?? .medium) {
             await job.runAsTask(on: supervisor)
@@ -79,5 +87,17 @@ import CUnidirectional
       next = rest[index]
       index += 1
     }
+  }
+
+  /// Starts `job` on this thread as a child of the sender's context, in a store used in a test
+  /// (see ``startEffectTask(priority:on:_:)``).
+  @available(macOS 26.0, *)
+  @inline(never)
+  private static func startImmediatelyInContext(
+    _ job: any EffectJob,
+    on supervisor: EffectSupervisor
+  ) {
+    let body = supervisor.observedBody { await job.runAsTask(on: supervisor) }
+    Task.immediate(priority: job.priority ?? .medium) { await body() }
   }
 }

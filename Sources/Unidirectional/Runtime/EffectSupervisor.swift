@@ -147,6 +147,23 @@ import Synchronization
   /// runs, so an issue an effect reports reaches that test (and its `withKnownIssue`).
   var inheritsTaskContext: Bool { self.extras?.inheritsTaskContext ?? false }
 
+  /// Whether effect tasks start through ``startEffectTask(priority:on:_:)``: in a test, or with
+  /// an observer.
+  var startsInContext: Bool {
+    guard let extras = self.extras else { return false }
+    return extras.inheritsTaskContext || extras.observer != nil
+  }
+
+  /// `operation`, run with what the observer captures now (on the starting task) bound for the
+  /// effect's events; `operation` itself without an observer.
+  func observedBody(
+    _ operation: @escaping @Sendable () async -> Void
+  ) -> @Sendable () async -> Void {
+    guard let observer = self.observer else { return operation }
+    let context = observer.effectContext()
+    return { await EffectReference.$startingContext.withValue(context) { await operation() } }
+  }
+
   // MARK: - The spare timer record
 
   /// Keeps `timer`, a record that ended (fired, or cancelled and disarmed), for the next timer
@@ -222,7 +239,7 @@ import Synchronization
   @inline(never)
   func observeStart(of unit: any EffectUnit) -> (@Sendable () -> Duration)? {
     guard let extras = self.extras, let observer = extras.observer else { return nil }
-    observer.effectStarted(EffectReference(unit))
+    observer.effectStarted(EffectReference(unit, context: EffectReference.startingContext))
     guard let stopwatch = extras.stopwatch else { return { .zero } }
     return stopwatch()
   }
@@ -770,7 +787,11 @@ import Synchronization
     } else {
       outcome = unit.isCancelled ? .cancelled : .finished
     }
-    observer.effectEnded(EffectReference(unit), outcome: outcome, duration: duration)
+    observer.effectEnded(
+      EffectReference(unit, context: EffectReference.startingContext),
+      outcome: outcome,
+      duration: duration
+    )
   }
 
   // MARK: - Debouncing
