@@ -67,14 +67,15 @@ func makeRouter(
       .add(item: add.item, quantity: add.quantity),
       to: customer,
       idempotencyKey,
-      carts
+      carts,
+      context
     )
   }
   router.delete("/carts/:customer/items/:item") { request, context -> Response in
     let customer = try identifier(context, "customer")
     let item = try identifier(context, "item")
     let idempotencyKey = try idempotencyKey(of: request)
-    return try await apply(.remove(item: item), to: customer, idempotencyKey, carts)
+    return try await apply(.remove(item: item), to: customer, idempotencyKey, carts, context)
   }
   router.get("/carts/:customer") { _, context -> Response in
     let customer = try identifier(context, "customer")
@@ -107,18 +108,23 @@ func makeRouter(
 
 /// Sends `action` (at most once per idempotency key, when the request has one) and answers the
 /// cart as it is right after it: 200, or 400 when the cart refused it.
+///
+/// The session's log lines for it carry the request's id.
 private func apply(
   _ action: Cart.Action,
   to customer: String,
   _ idempotencyKey: String?,
-  _ carts: Carts
+  _ carts: Carts,
+  _ context: BasicRequestContext
 ) async throws -> Response {
-  let cart =
+  let requestID = context.logger[metadataKey: "hb.request.id"]
+  let cart = try await withLogMetadata(requestID.map { ["hb.request.id": $0] } ?? [:]) {
     if let idempotencyKey {
       try await carts.send(action, to: customer, idempotencyKey: idempotencyKey, reading: { $0 })
     } else {
       try await carts.send(action, to: customer, reading: { $0 })
     }
+  }
   if let refusal = cart.refusal { throw HTTPError(.badRequest, message: refusal) }
   return jsonResponse(.ok, cart)
 }

@@ -11,6 +11,16 @@ import Unidirectional
 ///
 /// One line per registry: `observer: { key in LoggingObserver(logger: logger, key: key) }`; each
 /// line then carries the key as `session.key` metadata.
+///
+/// A caller's metadata (a request id) reaches the lines its sends cause: bind it around the send
+/// with ``withLogMetadata(_:operation:)``, and the action's line and those of the effects it starts,
+/// and of the effects those start, carry it.
+///
+/// ```swift
+/// try await withLogMetadata(["request.id": "\(context.id)"]) {
+///   try await carts.send(.add(item), to: customer)
+/// }
+/// ```
 public struct LoggingObserver<State: Sendable, Action: Sendable>: StoreObserver {
   /// The logger, with the session's key as metadata when there is one.
   public let logger: Logger
@@ -26,16 +36,26 @@ public struct LoggingObserver<State: Sendable, Action: Sendable>: StoreObserver 
     self.logger = logger
   }
 
-  /// Logs the action at debug level.
+  /// Logs the action at debug level, with the sender's metadata (on an effect's task, the
+  /// metadata of the send that started the effect).
   public func actionReduced(_ action: Action, origin: ActionOrigin) {
-    self.logger.debug("action reduced", metadata: ["action": "\(action)", "origin": "\(origin)"])
+    self.logger.debug(
+      "action reduced",
+      metadata: Self.withCallers(["action": "\(action)", "origin": "\(origin)"], self.callers)
+    )
+  }
+
+  /// The metadata of the task that starts an effect, for that effect's lines.
+  public func effectContext() -> (any Sendable)? {
+    self.callers
   }
 
   /// Logs the effect's end: an error if it failed, debug otherwise.
   public func effectEnded(_ effect: EffectReference, outcome: EffectOutcome, duration: Duration) {
-    let metadata: Logger.Metadata = [
-      "effect": "\(effect)", "outcome": "\(outcome)", "duration": "\(duration)",
-    ]
+    let metadata = Self.withCallers(
+      ["effect": "\(effect)", "outcome": "\(outcome)", "duration": "\(duration)"],
+      logMetadata(in: effect.context)
+    )
     if case .failed(let error) = outcome {
       var metadata = metadata
       metadata["error"] = "\(error)"
@@ -50,11 +70,26 @@ public struct LoggingObserver<State: Sendable, Action: Sendable>: StoreObserver 
   public func issueReported(_ issue: ReportedIssue) {
     self.logger.warning(
       "issue reported",
-      metadata: [
-        "issue": "\(issue.message)",
-        "source": "\(issue.fileID):\(issue.line)",
-      ]
+      metadata: Self.withCallers(
+        ["issue": "\(issue.message)", "source": "\(issue.fileID):\(issue.line)"],
+        self.callers
+      )
     )
+  }
+
+  /// The caller's metadata in force on this task: bound around a send, or carried by the effect
+  /// running here.
+  private var callers: Logger.Metadata? {
+    SessionLogMetadata.current ?? logMetadata(in: EffectReference.currentContext)
+  }
+
+  /// `metadata` with the caller's added (the line's own keys win).
+  private static func withCallers(
+    _ metadata: Logger.Metadata,
+    _ callers: Logger.Metadata?
+  ) -> Logger.Metadata {
+    guard let callers else { return metadata }
+    return callers.merging(metadata) { _, own in own }
   }
 
   /// Logs the shutdown at info level.
@@ -248,4 +283,34 @@ func serviceContext(in context: (any Sendable)?) -> ServiceContext? {
   if let context = context as? ServiceContext { return context }
   guard let group = context as? GroupContext else { return nil }
   return group.contexts.lazy.compactMap { serviceContext(in: $0) }.first
+}
+
+/// Log metadata a caller binds around its sends (``withLogMetadata(_:operation:)``).
+enum SessionLogMetadata {
+  @TaskLocal static var current: Logger.Metadata?
+}
+
+/// Runs `operation` with `metadata` (a request id, say) added to every line a ``LoggingObserver``
+/// logs for the sends made inside it: their actions, and the effects those start.
+///
+/// - Parameters:
+///   - metadata: The caller's metadata; nested calls merge, the inner value winning.
+///   - isolation: The caller's isolation, kept for `operation`.
+///   - operation: The work that sends.
+/// - Returns: What `operation` returns.
+/// - Throws: What `operation` throws.
+public func withLogMetadata<Result>(
+  _ metadata: Logger.Metadata,
+  isolation: isolated (any Actor)? = #isolation,
+  operation: () async throws -> Result
+) async rethrows -> Result {
+  let merged = (SessionLogMetadata.current ?? [:]).merging(metadata) { _, inner in inner }
+  return try await SessionLogMetadata.$current.withValue(merged, operation: operation)
+}
+
+/// The log metadata in `context`: itself, or the first a group's members captured.
+func logMetadata(in context: (any Sendable)?) -> Logger.Metadata? {
+  if let metadata = context as? Logger.Metadata { return metadata }
+  guard let group = context as? GroupContext else { return nil }
+  return group.contexts.lazy.compactMap { logMetadata(in: $0) }.first
 }

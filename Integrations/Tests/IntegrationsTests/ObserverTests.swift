@@ -29,6 +29,38 @@ struct Job: Reducer {
 }
 
 @Suite(.timeLimit(.minutes(1))) struct ObserverTests {
+  @Test func aSendersLogMetadataReachesTheLinesOfItsActionsAndEffects() async throws {
+    let handler = InMemoryLogHandler()
+    var logger = Logger(label: "test", factory: { _ in handler })
+    logger.logLevel = .debug
+    let tracer = InMemoryTracer()
+    let store = Store(
+      initialState: Job.State(),
+      observer: ObserverGroup(
+        TracingObserver<Job.State, Job.Action>(tracer: tracer),
+        LoggingObserver<Job.State, Job.Action>(logger: logger)
+      )
+    ) {
+      Job()
+    }
+    // NB: sent from a task that runs no test, as in production (in a test, effects inherit the
+    // sender's task-locals anyway).
+    await Task.detached {
+      await withLogMetadata(["request.id": "r-1"]) { await store.send(.succeed).finish() }
+      await withLogMetadata(["request.id": "r-2"]) { await store.send(.fail).finish() }
+      await store.send(.succeed).finish()
+      await store.shutdown()
+    }.value
+    let lines = handler.entries.map { ($0.message.description, $0.metadata) }
+    let reduced = lines.filter { $0.0 == "action reduced" }.map {
+      ($0.1["action"]?.description ?? "", $0.1["request.id"]?.description)
+    }
+    #expect(reduced.map(\.0) == ["succeed", "finished", "fail", "succeed", "finished"])
+    #expect(reduced.map(\.1) == ["r-1", "r-1", "r-2", nil, nil])
+    let ends = lines.filter { $0.0 == "effect ended" || $0.0 == "effect failed" }
+    #expect(ends.map { $0.1["request.id"]?.description } == ["r-1", "r-2", nil])
+  }
+
   @Test func theLoggingObserverLogsFailuresWithTheSessionKey() async throws {
     let handler = InMemoryLogHandler()
     let logger = Logger(label: "test", factory: { _ in handler })
