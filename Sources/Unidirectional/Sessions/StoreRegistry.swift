@@ -337,28 +337,21 @@ where R.State: Sendable {
     prepareDependencies?(&dependencies)
     self.dependencies = dependencies
     if let storage {
-      let failed = FailedSaves()
+      // NB: the commit queue exists before `self` does; it reaches the registry through a
+      // handler set once, here (failed saves are rare: a lock per one is nothing).
+      let failed = LockIsolated<(@Sendable (Key, UInt64, SaveFailure) -> Void)?>(nil)
       self.commits = GroupCommit(storage: storage, owner: owner, observer: registryObserver) {
         key,
         token,
         failure in
-        failed.handler?(key, token, failure)
+        failed.value?(key, token, failure)
       }
-      // NB: the commit queue exists before `self` does; it reaches the registry through a
-      // handler set once, here.
-      failed.handler = { [weak self] key, token, failure in
+      failed.setValue { [weak self] key, token, failure in
         self?.saveFailed(key, token: token, failure)
       }
     } else {
       self.commits = nil
     }
-  }
-
-  /// The registry's handler for failed saves, set once in `init`.
-  // Safety: written once in `init`, before the commit queue can call it (no save can start before
-  // the registry exists); only read afterwards.
-  private final class FailedSaves: @unchecked Sendable {
-    var handler: (@Sendable (Key, UInt64, SaveFailure) -> Void)?
   }
 
   deinit {
