@@ -99,6 +99,7 @@ let package = Package(
     .executableTarget(
       name: "SessionHTTPBenchmark",
       dependencies: [
+        "UnidirectionalServer",
         .product(name: "Unidirectional", package: core),
         .product(name: "Hummingbird", package: "hummingbird"),
         .product(name: "Logging", package: "swift-log"),

@@ -5,6 +5,7 @@ import NIOCore
 import ServiceLifecycle
 import Synchronization
 import Unidirectional
+import UnidirectionalServer
 
 // The session request of wave 3's effect-cost issue, measured where its user met it: a
 // Hummingbird 2 server with a session per key, driven over HTTP by `wrk` (Debian's package) with
@@ -339,14 +340,39 @@ struct SessionHTTPBenchmark {
     defer { try? FileManager.default.removeItem(at: directory) }
     let storeScript = try writeScript(prefix: "/store/", keys: options.keys, in: directory)
     let actorScript = try writeScript(prefix: "/actor/", keys: options.keys, in: directory)
+    let observedScript = try writeScript(prefix: "/observed/", keys: options.keys, in: directory)
 
     let registry = StoreRegistry(idleTimeout: .seconds(300)) { (_: String) in
       Session.State()
     } reducer: {
       Session()
     }
+    // The same sessions with everything a production server attaches: logs, metrics and traces
+    // for every store and for the registry, on swift-log's, swift-metrics' and
+    // swift-distributed-tracing's no-op backends (so the row is what observing costs the runtime,
+    // not what a backend costs).
+    let silent = Logger(label: "session", factory: { _ in SwiftLogNoOpLogHandler() })
+    let observed = StoreRegistry(
+      idleTimeout: .seconds(300),
+      observer: { key in
+        ObserverGroup<Session.State, Session.Action>(
+          LoggingObserver(logger: silent, key: key),
+          MetricsObserver(),
+          TracingObserver(key: key)
+        )
+      },
+      registryObserver: SessionObserverGroup(SessionMetrics(), SessionTracing())
+    ) { (_: String) in
+      Session.State()
+    } reducer: {
+      Session()
+    }
     let plain = PlainSessions()
     let router = Router()
+    router.get("/observed/:key") { _, context -> String in
+      let key = try context.parameters.require("key")
+      return String(try await observed.send(.request, to: key, reading: { $0.requests }))
+    }
     let registryRoutes: [(String, Session.Action)] = [
       ("store", .request), ("none", .countOnly), ("timer", .timerOnly), ("run", .runOnly),
     ]
@@ -424,12 +450,14 @@ struct SessionHTTPBenchmark {
             + "per request, \(latency)"
         )
         await stop(registry, services, sweeper)
+        await observed.shutdown(gracePeriod: .seconds(1))
         guard figures.errors == 0 else { throw BenchmarkError("\(figures.errors) requests failed") }
         return
       }
       // Warm up both sides: every key activated, the pool and the caches settled.
       _ = try runWrk(wrk, port: port, script: actorScript, seconds: 2, options: options)
       _ = try runWrk(wrk, port: port, script: storeScript, seconds: 2, options: options)
+      _ = try runWrk(wrk, port: port, script: observedScript, seconds: 2, options: options)
 
       var stores: [LoadFigures] = []
       var actors: [LoadFigures] = []
@@ -459,7 +487,22 @@ struct SessionHTTPBenchmark {
           actors.append(two)
         }
       }
-      let errors = stores.map(\.errors).reduce(0, +) + actors.map(\.errors).reduce(0, +)
+      // The observed side against the unobserved one, in rounds of their own, alternating.
+      var observedRounds: [LoadFigures] = []
+      var unobservedRounds: [LoadFigures] = []
+      for round in 0..<options.rounds {
+        let observedFirst = round.isMultiple(of: 2)
+        let scripts =
+          observedFirst ? [observedScript, storeScript] : [storeScript, observedScript]
+        let figures = try scripts.map { script in
+          try runWrk(wrk, port: port, script: script, seconds: options.seconds, options: options)
+        }
+        observedRounds.append(observedFirst ? figures[0] : figures[1])
+        unobservedRounds.append(observedFirst ? figures[1] : figures[0])
+      }
+      let errors = (stores + actors + observedRounds + unobservedRounds).reduce(0) {
+        $0 + $1.errors
+      }
       let throughput = zip(stores, actors).map { $0.perSecond / $1.perSecond }
       let tail = zip(stores, actors).map { $0.p99 / $1.p99 }
       print(
@@ -485,6 +528,30 @@ struct SessionHTTPBenchmark {
         "p99 ≤1.3x",
         missed: tailRatio > 1.3
       )
+      // The cost of observing: unobserved requests/s over observed, per round (CPU per request
+      // on the server beside it).
+      let observingCost = median(
+        zip(unobservedRounds, observedRounds).map { $0.perSecond / $1.perSecond }
+      )
+      row(
+        "observed session request: cost vs unobserved",
+        format(median(observedRounds.map(\.perSecond)), digits: 0) + "/s observed",
+        format(median(unobservedRounds.map(\.perSecond)), digits: 0) + "/s",
+        format(observingCost, digits: 2) + "x",
+        "≤1.15x",
+        missed: observingCost > 1.15
+      )
+      row(
+        "observed session request: server CPU µs",
+        format(median(observedRounds.map(\.cpuPerRequest)), digits: 1),
+        format(median(unobservedRounds.map(\.cpuPerRequest)), digits: 1),
+        format(
+          median(zip(observedRounds, unobservedRounds).map { $0.cpuPerRequest / $1.cpuPerRequest }),
+          digits: 2
+        ) + "x",
+        "(log, metrics, traces; no-op backends)",
+        missed: false
+      )
       // Rows with no target: the medians of each side's figure and of the rounds' ratios.
       let untargeted: [(String, KeyPath<LoadFigures, Double>, Int, String)] = [
         ("server CPU per session request, µs", \.cpuPerRequest, 1, "(the server's, not wrk's)"),
@@ -509,11 +576,13 @@ struct SessionHTTPBenchmark {
           + throughput.map { format($0, digits: 2) + "x" }.joined(separator: " ")
           + "; p99: " + tail.map { format($0, digits: 2) + "x" }.joined(separator: " ")
       )
-      let misses = (throughputRatio < 0.9 ? 1 : 0) + (tailRatio > 1.3 ? 1 : 0)
+      let misses =
+        (throughputRatio < 0.9 ? 1 : 0) + (tailRatio > 1.3 ? 1 : 0) + (observingCost > 1.15 ? 1 : 0)
       print(
         "live sessions: \(registry.liveCount) in the registry; errors: \(errors); misses: \(misses)"
       )
       await stop(registry, services, sweeper)
+      await observed.shutdown(gracePeriod: .seconds(1))
       guard errors == 0 else {
         throw BenchmarkError("\(errors) requests failed: the figures above are not comparable")
       }

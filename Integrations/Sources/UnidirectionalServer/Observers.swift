@@ -52,17 +52,20 @@ public struct LoggingObserver<State: Sendable, Action: Sendable>: StoreObserver 
 
   /// Logs the effect's end: an error if it failed, debug otherwise.
   public func effectEnded(_ effect: EffectReference, outcome: EffectOutcome, duration: Duration) {
-    let metadata = Self.withCallers(
-      ["effect": "\(effect)", "outcome": "\(outcome)", "duration": "\(duration)"],
-      logMetadata(in: effect.context)
-    )
+    // NB: built only for a line that is logged (most effects end well, below the usual level).
+    func metadata() -> Logger.Metadata {
+      Self.withCallers(
+        ["effect": "\(effect)", "outcome": "\(outcome)", "duration": "\(duration)"],
+        logMetadata(in: effect.context)
+      )
+    }
     if case .failed(let error) = outcome {
-      var metadata = metadata
+      var metadata = metadata()
       metadata["error"] = "\(error)"
       metadata["error.type"] = "\(type(of: error))"
       self.logger.error("effect failed", metadata: metadata)
     } else {
-      self.logger.debug("effect ended", metadata: metadata)
+      self.logger.debug("effect ended", metadata: metadata())
     }
   }
 
@@ -168,6 +171,9 @@ public struct MetricsObserver<State: Sendable, Action: Sendable>: StoreObserver 
 public final class TracingObserver<State: Sendable, Action: Sendable>: StoreObserver {
   private let tracer: any Tracer
   private let key: String?
+  /// Whether the tracer is swift-distributed-tracing's no-op one (none bootstrapped): then
+  /// nothing is captured or kept per effect.
+  private let isNoOp: Bool
   /// The spans of running effects.
   private let spans = Mutex<[EffectReference: any Span]>([:])
 
@@ -182,16 +188,19 @@ public final class TracingObserver<State: Sendable, Action: Sendable>: StoreObse
   ) {
     self.tracer = tracer
     self.key = key.map { "\($0)" }
+    self.isNoOp = tracer is NoOpTracer
   }
 
   /// The span context in force where the effect starts: the sender's, or, on an effect's own
   /// task, the one captured when that effect started.
   public func effectContext() -> (any Sendable)? {
-    ServiceContext.current ?? serviceContext(in: EffectReference.currentContext)
+    guard !self.isNoOp else { return nil }
+    return ServiceContext.current ?? serviceContext(in: EffectReference.currentContext)
   }
 
   /// Starts the effect's span, a child of the context captured where it started.
   public func effectStarted(_ effect: EffectReference) {
+    guard !self.isNoOp else { return }
     let context = serviceContext(in: effect.context) ?? .topLevel
     let span = self.tracer.startAnySpan("effect", context: context, ofKind: .internal)
     span.attributes["effect.id"] = "\(effect)"
@@ -201,7 +210,9 @@ public final class TracingObserver<State: Sendable, Action: Sendable>: StoreObse
 
   /// Ends the effect's span, with its outcome (and error).
   public func effectEnded(_ effect: EffectReference, outcome: EffectOutcome, duration: Duration) {
-    guard let span = self.spans.withLock({ $0.removeValue(forKey: effect) }) else { return }
+    guard !self.isNoOp, let span = self.spans.withLock({ $0.removeValue(forKey: effect) }) else {
+      return
+    }
     span.attributes["effect.outcome"] = "\(outcome)"
     if case .failed(let error) = outcome {
       span.recordError(error)
@@ -237,9 +248,11 @@ public struct ObserverGroup<State: Sendable, Action: Sendable>: StoreObserver {
   public func stateChanged(from oldState: State, to newState: State) {
     for observer in self.observers { observer.stateChanged(from: oldState, to: newState) }
   }
-  /// Every observer's context, in order.
+  /// Every observer's context, in order; `nil` when none captured one.
   public func effectContext() -> (any Sendable)? {
-    GroupContext(contexts: self.observers.map { $0.effectContext() })
+    let contexts = self.observers.map { $0.effectContext() }
+    guard contexts.contains(where: { $0 != nil }) else { return nil }
+    return GroupContext(contexts: contexts)
   }
   /// Tells every observer, each with its own context.
   public func effectStarted(_ effect: EffectReference) {

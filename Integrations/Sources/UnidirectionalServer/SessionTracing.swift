@@ -62,8 +62,9 @@ public struct SessionTracing: SessionRegistryObserver {
     self.keys = keys
   }
 
-  /// `true`: every send, activation and save is a span.
-  public var measuresIntervals: Bool { true }
+  /// `true`: every send, activation and save is a span; `false` with swift-distributed-tracing's
+  /// no-op tracer (none bootstrapped), so sends keep their fastest path.
+  public var measuresIntervals: Bool { !(self.tracer is NoOpTracer) }
 
   /// Starts a `session.send` span under the sending task's context.
   public func sendStarted(key: @autoclosure () -> String) -> (any SessionInterval)? {

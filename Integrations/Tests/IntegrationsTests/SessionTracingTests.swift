@@ -76,6 +76,19 @@ import UnidirectionalServer
     #expect(states >= 3)
   }
 
+  @Test func withTheNoOpTracerSendsAreNotMeasuredAndKeepTheirFastPath() {
+    #expect(!SessionTracing(tracer: NoOpTracer()).measuresIntervals)
+    #expect(SessionTracing(tracer: InMemoryTracer()).measuresIntervals)
+    #expect(
+      SessionObserverGroup(SessionMetrics(), SessionTracing(tracer: InMemoryTracer()))
+        .measuresIntervals
+    )
+    #expect(
+      !SessionObserverGroup(SessionMetrics(), SessionTracing(tracer: NoOpTracer()))
+        .measuresIntervals
+    )
+  }
+
   @Test func aFailedSendsSpanRecordsItsError() async throws {
     let tracer = InMemoryTracer()
     let storage = InMemorySessionStorage<String, Job.State>()

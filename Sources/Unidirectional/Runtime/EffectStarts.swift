@@ -67,9 +67,8 @@ import CUnidirectional
       if !nested, supervisor.executorPreference == nil, #available(macOS 26.0, *) {
         if supervisor.inheritsTaskContext {
           Self.startImmediatelyInContext(job, on: supervisor)
-        } else if let observer = supervisor.observer {
+        } else if let context = supervisor.observer?.effectContext() {
           // NB: `Task.immediateDetached` stays in this function (`.ci/run` checks it is inlined).
-          let context = observer.effectContext()
           Task.immediateDetached(priority: job.priority ?? .medium) {
             await EffectReference.$startingContext.withValue(context) {
               await job.runAsTask(on: supervisor)

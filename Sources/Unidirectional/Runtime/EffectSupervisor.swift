@@ -159,8 +159,7 @@ import Synchronization
   func observedBody(
     _ operation: @escaping @Sendable () async -> Void
   ) -> @Sendable () async -> Void {
-    guard let observer = self.observer else { return operation }
-    let context = observer.effectContext()
+    guard let context = self.observer?.effectContext() else { return operation }
     return { await EffectReference.$startingContext.withValue(context) { await operation() } }
   }
 
