@@ -7,6 +7,11 @@ private struct Meltdown: Error, CustomStringConvertible {
   var description: String { "the reactor melted (code 7)" }
 }
 
+/// An error with no description of its own: the report names it by its type and case.
+enum PlainFailure: Error {
+  case timedOut(after: Int)
+}
+
 /// A feature whose effects throw with no `catch`, or report an issue, started in four ways.
 private struct Faulty: Reducer {
   struct State: Equatable, Sendable { var started = 0 }
@@ -16,6 +21,7 @@ private struct Faulty: Reducer {
     case throwLater
     case chain
     case chained
+    case throwPlain
   }
 
   let clock: any Clock<Duration>
@@ -33,6 +39,8 @@ private struct Faulty: Reducer {
       return .run { send in await send(.chained) }
     case .chained:
       return .run { _ in throw Meltdown() }
+    case .throwPlain:
+      return .run { _ in throw PlainFailure.timedOut(after: 3) }
     }
   }
 }
@@ -52,6 +60,18 @@ private func isMeltdown(_ issue: Issue, action: String) -> Bool {
       await store.send(.throwNow).finish()
     } matching: {
       isMeltdown($0, action: "throwNow")
+    }
+  }
+
+  @Test func anErrorWithNoDescriptionIsNamedByItsTypeAndCase() async {
+    await withKnownIssue {
+      let store = Store(initialState: Faulty.State()) { Faulty(clock: ImmediateClock()) }
+      await store.send(.throwPlain).finish()
+    } matching: { issue in
+      let text = issue.comments.map(\.rawValue).joined(separator: "\n")
+      return text.contains("timedOut(after: 3)")
+        && text.contains("UnidirectionalTestingTests.PlainFailure")
+        && text.contains("throwPlain")
     }
   }
 

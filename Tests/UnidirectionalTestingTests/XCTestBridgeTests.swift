@@ -105,6 +105,20 @@ final class XCTestBridgeTests: XCTestCase {
     XCTAssertTrue(description.contains("XCTestBridgeTests.swift:"), description)
   }
 
+  func testAnErrorWithNoDescriptionIsNamedByItsTypeAndCase() async {
+    let store = Store(initialState: 0) {
+      Reduce<Int, Bool> { _, _ in .run { _ in throw PlainFailure.timedOut(after: 3) } }
+    }
+    _ = await capturingStandardError {
+      await store.send(true).finish()
+    }
+    let failures = self.captured.value
+    XCTAssertEqual(failures.count, 1, "\(failures)")
+    let description = failures.first?.description ?? ""
+    XCTAssertTrue(description.contains("timedOut(after: 3)"), description)
+    XCTAssertTrue(description.contains("UnidirectionalTestingTests.PlainFailure"), description)
+  }
+
   func testATestStoresUncaughtEffectErrorFailsTheRunningCase() async {
     let store = TestStore(initialState: 0) {
       Reduce<Int, Bool> { _, _ in .run { _ in throw XCTestMeltdown() } }
