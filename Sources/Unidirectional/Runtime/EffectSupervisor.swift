@@ -81,7 +81,7 @@ import Synchronization
     let drainer: (any ManualDrainer)?
     let reporter: IssueReporter
     let observer: (any StoreObserver)?
-    /// Whether effect tasks inherit the sending task's task-locals (a store made in a test).
+    /// Whether effect tasks inherit the sending task's task-locals (a store used in a test).
     let inheritsTaskContext: Bool
     /// Starts measuring an effect's duration on the store's `continuousClock` (with an observer).
     let stopwatch: (@Sendable () -> @Sendable () -> Duration)?
@@ -143,8 +143,9 @@ import Synchronization
   var executorPreference: (any TaskExecutor)? { self.extras?.executorPreference }
 
   /// Whether effect tasks start as children of the sending task's context (`Task {}`), carrying
-  /// its task-locals, instead of detached: true for a store created while a Swift Testing test
-  /// runs, so an issue an effect reports reaches that test (and its `withKnownIssue`).
+  /// its task-locals, instead of detached: true for a store whose first effect started while a
+  /// Swift Testing test ran, so an issue an effect reports reaches that test (and its
+  /// `withKnownIssue`).
   var inheritsTaskContext: Bool { self.extras?.inheritsTaskContext ?? false }
 
   /// Whether effect tasks start through ``startEffectTask(priority:on:_:)``: in a test, or with
@@ -377,7 +378,8 @@ import Synchronization
   // MARK: - Effect tasks
 
   /// Whether effect tasks bind only ``current`` (see ``runBindingEverything(_:)``): the store's
-  /// reporter is the default and no test executor drives them.
+  /// reporter is the default, no test executor drives them and they did not inherit a sender's
+  /// task-locals.
   var bindsOnlyItself: Bool {
     guard let extras = self.extras else { return true }
     return extras.drainer == nil && extras.reporter.isDefault && !extras.inheritsTaskContext
