@@ -69,7 +69,7 @@ public final class TestStore<State: Equatable & Sendable, Action: Sendable> {
   let executor: ManualExecutor
   private let events: LockIsolated<[StoreEvent<State, Action>]>
   /// Actions fed back by effects and not yet asserted, with the state after each.
-  private var received: [StoreEvent<State, Action>] = []
+  var received: [StoreEvent<State, Action>] = []
   /// The state after the last asserted (or skipped) action.
   private var assertedState: State
   /// The store's dependencies, as this test store last gave them to it.
@@ -392,133 +392,9 @@ public final class TestStore<State: Equatable & Sendable, Action: Sendable> {
     return TestStoreTask(rawValue: task, testStore: self)
   }
 
-  // MARK: - Receiving
-
-  /// Asserts that an effect fed back an action matching `predicate` next, and how it changed
-  /// the state.
-  ///
-  /// - Parameters:
-  ///   - predicate: Whether the received action is the expected one.
-  ///   - timeout: How long to wait for work outside the test store; ``timeout`` by default.
-  ///   - updateStateToExpectedResult: Mutates the state before the action into the state
-  ///     expected after it.
-  ///   - fileID: The file ID of the location issues are reported at (the caller's).
-  ///   - filePath: The file path of that source location.
-  ///   - line: The line of that source location.
-  ///   - column: The column of that source location.
-  public func receive(
-    where predicate: (Action) -> Bool,
-    timeout: Duration? = nil,
-    assert updateStateToExpectedResult: ((_ state: inout State) throws -> Void)? = nil,
-    fileID: StaticString = #fileID,
-    filePath: StaticString = #filePath,
-    line: UInt = #line,
-    column: UInt = #column
-  ) async {
-    let location = TestLocation(fileID: fileID, filePath: filePath, line: line, column: column)
-    await self.receiveAction(
-      matching: predicate,
-      mismatch: { received in
-        """
-        Received unexpected action:
-
-          \(Self.describe(received))
-
-        It does not match the predicate.
-        """
-      },
-      expectedDescription: "an action matching the predicate",
-      updateStateToExpectedResult,
-      timeout: timeout,
-      location: location
-    )
-  }
-
-  // MARK: - Finishing
-
-  /// Asserts that every effect has finished, waiting up to `timeout` for work outside the test
-  /// store.
-  public func finish(
-    timeout: Duration? = nil,
-    fileID: StaticString = #fileID,
-    filePath: StaticString = #filePath,
-    line: UInt = #line,
-    column: UInt = #column
-  ) async {
-    let location = TestLocation(fileID: fileID, filePath: filePath, line: line, column: column)
-    let store = self.store
-    let finished = await self.waitForOutsideWork(timeout: timeout ?? self.timeout) {
-      store.liveEffectCount == 0
-    }
-    if self.exhaustivity == .on && !self.received.isEmpty {
-      location.report(
-        """
-        The store received \(Self.count(self.received.count, "unexpected action")):
-
-        \(self.received.map { "  " + Self.describe($0.action) }.joined(separator: "\n"))
-
-        Assert each with 'receive', or call 'skipReceivedActions()'.
-        """
-      )
-      // NB: reported once: the end of the test does not report them again.
-      self.skipReceived(showing: nil)
-    }
-    guard !finished else { return }
-    let actions = store.unfinishedEffectOrigins.map { "  " + $0.action }
-    location.report(
-      """
-      Expected effects to finish, but there are still effects in-flight after waiting \
-      \(Self.seconds(timeout ?? self.timeout)).
-
-      Started by:
-      \(actions.joined(separator: "\n"))
-
-      An effect that waits on a test clock needs 'advance'; one that waits on work outside the \
-      test store (a real clock, a socket, 'Task.detached') needs a test dependency.
-      """
-    )
-  }
-
-  /// Drops every action effects fed back that has not been asserted yet.
-  public func skipReceivedActions(
-    strict: Bool = true,
-    fileID: StaticString = #fileID,
-    filePath: StaticString = #filePath,
-    line: UInt = #line,
-    column: UInt = #column
-  ) async {
-    self.executor.drainUntilIdle()
-    self.collectEvents()
-    if strict && self.received.isEmpty {
-      TestLocation(fileID: fileID, filePath: filePath, line: line, column: column).report(
-        "There were no received actions to skip."
-      )
-    }
-    self.skipReceived(showing: nil)
-  }
-
-  /// Cancels every effect still running, so the test can end without waiting for them.
-  public func skipInFlightEffects(
-    strict: Bool = true,
-    fileID: StaticString = #fileID,
-    filePath: StaticString = #filePath,
-    line: UInt = #line,
-    column: UInt = #column
-  ) async {
-    self.executor.drainUntilIdle()
-    if strict && self.store.liveEffectCount == 0 {
-      TestLocation(fileID: fileID, filePath: filePath, line: line, column: column).report(
-        "There were no in-flight effects to skip."
-      )
-    }
-    self.store.cancelAllEffects()
-    self.executor.drainUntilIdle()
-    self.collectEvents()
-  }
-
   // MARK: - Internals
 
-  fileprivate func receiveAction(
+  func receiveAction(
     matching predicate: (Action) -> Bool,
     mismatch: (Action) -> String,
     expectedDescription: String,
@@ -616,7 +492,7 @@ public final class TestStore<State: Equatable & Sendable, Action: Sendable> {
 
   /// Waits until `condition` holds, draining the executor whenever work outside it enqueues a
   /// job; gives up after `timeout`.
-  private func waitForOutsideWork(
+  func waitForOutsideWork(
     timeout: Duration,
     until condition: () -> Bool
   ) async -> Bool {
@@ -637,7 +513,7 @@ public final class TestStore<State: Equatable & Sendable, Action: Sendable> {
   }
 
   /// Moves the events the store recorded into ``received`` (actions from effects).
-  private func collectEvents() {
+  func collectEvents() {
     let events = self.events.withValue { events in
       defer { events = [] }
       return events
@@ -645,7 +521,7 @@ public final class TestStore<State: Equatable & Sendable, Action: Sendable> {
     self.received.append(contentsOf: events)
   }
 
-  private func skipReceived(showing verb: String?) {
+  func skipReceived(showing verb: String?) {
     for event in self.received { self.skip(event, showing: verb) }
     self.received = []
   }
@@ -661,11 +537,11 @@ public final class TestStore<State: Equatable & Sendable, Action: Sendable> {
     customDump(action).replacingNewlines()
   }
 
-  private static func count(_ count: Int, _ noun: String) -> String {
+  static func count(_ count: Int, _ noun: String) -> String {
     count == 1 ? "1 \(noun)" : "\(count) \(noun)s"
   }
 
-  private static func seconds(_ duration: Duration) -> String {
+  static func seconds(_ duration: Duration) -> String {
     let (seconds, attoseconds) = duration.components
     let value = Double(seconds) + Double(attoseconds) / 1e18
     return "\(value) s"
@@ -678,128 +554,10 @@ public final class TestStore<State: Equatable & Sendable, Action: Sendable> {
   }
 }
 
-extension TestStore where Action: Equatable {
-  /// Asserts that an effect fed back `expectedAction` next, and how it changed the state.
-  ///
-  /// ```swift
-  /// await clock.advance(by: .seconds(1))
-  /// await store.receive(.timerTick) { $0.count = 1 }
-  /// ```
-  ///
-  /// - Parameters:
-  ///   - expectedAction: The action expected next.
-  ///   - timeout: How long to wait for work outside the test store; ``timeout`` by default.
-  ///   - updateStateToExpectedResult: Mutates the state before the action into the state
-  ///     expected after it.
-  ///   - fileID: The file ID of the location issues are reported at (the caller's).
-  ///   - filePath: The file path of that source location.
-  ///   - line: The line of that source location.
-  ///   - column: The column of that source location.
-  public func receive(
-    _ expectedAction: Action,
-    timeout: Duration? = nil,
-    assert updateStateToExpectedResult: ((_ state: inout State) throws -> Void)? = nil,
-    fileID: StaticString = #fileID,
-    filePath: StaticString = #filePath,
-    line: UInt = #line,
-    column: UInt = #column
-  ) async {
-    let location = TestLocation(fileID: fileID, filePath: filePath, line: line, column: column)
-    await self.receiveAction(
-      matching: { $0 == expectedAction },
-      mismatch: { received in
-        let diff =
-          diffDumps(customDump(expectedAction), customDump(received)) ?? customDump(received)
-        return """
-          Received unexpected action:
-
-          \(diff.split(separator: "\n", omittingEmptySubsequences: false).map { "  " + $0 }.joined(separator: "\n"))
-
-          (Expected: -, Received: +)
-          """
-      },
-      expectedDescription: Self.describe(expectedAction),
-      updateStateToExpectedResult,
-      timeout: timeout,
-      location: location
-    )
-  }
-}
-
 /// The test store type of a feature `R`: `TestStoreOf<Counter>` is
 /// `TestStore<Counter.State, Counter.Action>`.
 public typealias TestStoreOf<R: Reducer> = TestStore<R.State, R.Action>
 where R.State: Equatable & Sendable
-
-/// How much a ``TestStore`` requires a test to assert.
-public enum Exhaustivity: Equatable, Sendable {
-  /// Every state change, received action and running effect must be asserted.
-  case on
-  /// Only what the test names is asserted; the rest is skipped, and printed when
-  /// `showSkippedAssertions` is `true`.
-  case off(showSkippedAssertions: Bool)
-
-  /// Non-exhaustive, without printing what was skipped.
-  public static let off = Self.off(showSkippedAssertions: false)
-}
-
-/// The effects one ``TestStore/send(_:assert:fileID:filePath:line:column:)`` started.
-public struct TestStoreTask: Hashable, Sendable {
-  /// The store task behind it.
-  public let rawValue: StoreTask
-  private let executor: ManualExecutor
-  private let timeout: Duration
-  private let live: @Sendable () -> Int
-
-  init<State, Action>(rawValue: StoreTask, testStore: TestStore<State, Action>) {
-    self.rawValue = rawValue
-    self.executor = testStore.executor
-    self.timeout = testStore.timeout
-    let store = testStore.store
-    self.live = { store.liveEffectCount }
-  }
-
-  /// Cancels the effects and returns once they have reacted to it.
-  public func cancel() async {
-    self.rawValue.cancel()
-    self.executor.drainUntilIdle()
-  }
-
-  /// Asserts that the effects finish, waiting up to `timeout` for work outside the test store.
-  public func finish(
-    timeout: Duration? = nil,
-    fileID: StaticString = #fileID,
-    filePath: StaticString = #filePath,
-    line: UInt = #line,
-    column: UInt = #column
-  ) async {
-    let task = self.rawValue
-    _ = await self.executor.drain(waitingAtMost: timeout ?? self.timeout) { task.isFinished }
-    guard !self.rawValue.isFinished else { return }
-    TestLocation(fileID: fileID, filePath: filePath, line: line, column: column).report(
-      """
-      Expected the task to finish, but it is still in-flight.
-
-      Its effects may wait on a test clock ('advance' it) or on work outside the test store.
-      """
-    )
-  }
-
-  /// Whether ``cancel()`` was called (or the action started no effects).
-  public var isCancelled: Bool {
-    self.rawValue.isCancelled
-  }
-
-  /// Whether both name the same effects.
-  public static func == (lhs: Self, rhs: Self) -> Bool {
-    lhs.rawValue == rhs.rawValue
-  }
-
-  /// Hashes the identity of the effects.
-  public func hash(into hasher: inout Hasher) {
-    hasher.combine(self.rawValue)
-  }
-}
 
 /// Where a test store method was called, for failures.
 struct TestLocation {
