@@ -65,18 +65,25 @@ import CUnidirectional
     while true {
       let (job, supervisor) = next
       if !nested, supervisor.executorPreference == nil, #available(macOS 26.0, *) {
-        if supervisor.inheritsTaskContext {
-          Self.startImmediatelyInContext(job, on: supervisor)
-        } else if let context = supervisor.observer?.effectContext() {
-          // NB: `Task.immediateDetached` stays in this function (`.ci/run` checks it is inlined).
-          Task.immediateDetached(priority: job.priority ?? .medium) {
-            await EffectReference.$startingContext.withValue(context) {
-              await job.runAsTask(on: supervisor)
-            }
-          }
-        } else {
+        if !supervisor.startsInContext {
           Task.immediateDetached(priority: job.priority ?? .medium) {
             await job.runAsTask(on: supervisor)
+          }
+        } else if supervisor.inheritsTaskContext {
+          Self.startImmediatelyInContext(job, on: supervisor)
+        } else {
+          // NB: an observed store's effect, with what its observer captured here bound (no
+          // binding when it captured nothing); `Task.immediateDetached` stays in this function,
+          // where `.ci/run` checks it is inlined.
+          let context = supervisor.observer?.effectContext()
+          Task.immediateDetached(priority: job.priority ?? .medium) {
+            if let context {
+              await EffectReference.$startingContext.withValue(context) {
+                await job.runAsTask(on: supervisor)
+              }
+            } else {
+              await job.runAsTask(on: supervisor)
+            }
           }
         }
       } else {
