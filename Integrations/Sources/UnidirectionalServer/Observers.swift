@@ -56,7 +56,7 @@ public struct LoggingObserver<State: Sendable, Action: Sendable>: StoreObserver 
     func metadata() -> Logger.Metadata {
       Self.withCallers(
         ["effect": "\(effect)", "outcome": "\(outcome)", "duration": "\(duration)"],
-        logMetadata(in: effect.context)
+        captured(Logger.Metadata.self, in: effect.context)
       )
     }
     if case .failed(let error) = outcome {
@@ -83,7 +83,7 @@ public struct LoggingObserver<State: Sendable, Action: Sendable>: StoreObserver 
   /// The caller's metadata in force on this task: bound around a send, or carried by the effect
   /// running here.
   private var callers: Logger.Metadata? {
-    SessionLogMetadata.current ?? logMetadata(in: EffectReference.currentContext)
+    SessionLogMetadata.current ?? captured(Logger.Metadata.self, in: EffectReference.currentContext)
   }
 
   /// `metadata` with the caller's added (the line's own keys win).
@@ -195,13 +195,14 @@ public final class TracingObserver<State: Sendable, Action: Sendable>: StoreObse
   /// task, the one captured when that effect started.
   public func effectContext() -> (any Sendable)? {
     guard !self.isNoOp else { return nil }
-    return ServiceContext.current ?? serviceContext(in: EffectReference.currentContext)
+    return ServiceContext.current
+      ?? captured(ServiceContext.self, in: EffectReference.currentContext)
   }
 
   /// Starts the effect's span, a child of the context captured where it started.
   public func effectStarted(_ effect: EffectReference) {
     guard !self.isNoOp else { return }
-    let context = serviceContext(in: effect.context) ?? .topLevel
+    let context = captured(ServiceContext.self, in: effect.context) ?? .topLevel
     let span = self.tracer.startAnySpan("effect", context: context, ofKind: .internal)
     span.attributes["effect.id"] = "\(effect)"
     if let key = self.key { span.attributes["session.key"] = key }
@@ -291,11 +292,12 @@ struct GroupContext: Sendable {
   }
 }
 
-/// The span context in `context`: itself, or the first one a group's members captured.
-func serviceContext(in context: (any Sendable)?) -> ServiceContext? {
-  if let context = context as? ServiceContext { return context }
+/// The value of type `T` in `context`: itself, or the first one a group's members captured (a
+/// span context for tracing, log metadata for logging).
+func captured<T>(_ type: T.Type, in context: (any Sendable)?) -> T? {
+  if let value = context as? T { return value }
   guard let group = context as? GroupContext else { return nil }
-  return group.contexts.lazy.compactMap { serviceContext(in: $0) }.first
+  return group.contexts.lazy.compactMap { captured(type, in: $0) }.first
 }
 
 /// Log metadata a caller binds around its sends (``withLogMetadata(_:operation:)``).
@@ -319,11 +321,4 @@ public func withLogMetadata<Result>(
 ) async rethrows -> Result {
   let merged = (SessionLogMetadata.current ?? [:]).merging(metadata) { _, inner in inner }
   return try await SessionLogMetadata.$current.withValue(merged, operation: operation)
-}
-
-/// The log metadata in `context`: itself, or the first a group's members captured.
-func logMetadata(in context: (any Sendable)?) -> Logger.Metadata? {
-  if let metadata = context as? Logger.Metadata { return metadata }
-  guard let group = context as? GroupContext else { return nil }
-  return group.contexts.lazy.compactMap { logMetadata(in: $0) }.first
 }

@@ -18,11 +18,8 @@ public enum SpanKeyPolicy: Sendable, Equatable {
     case .omitted:
       return nil
     case .hashed(let salt):
-      var digest: UInt64 = 0xcbf2_9ce4_8422_2325
-      for byte in salt.utf8 + [0] + key().utf8 {
-        digest = (digest ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
-      }
-      let hex = String(digest, radix: 16)
+      // NB: the stable 64-bit FNV-1a the idempotency window keeps its keys as.
+      let hex = String(IdempotencyRecord.digest(of: salt + "\u{0}" + key()), radix: 16)
       return String(repeating: "0", count: 16 - hex.count) + hex
     case .plain:
       return key()
