@@ -72,19 +72,9 @@ import CUnidirectional
         } else if supervisor.inheritsTaskContext {
           Self.startImmediatelyInContext(job, on: supervisor)
         } else {
-          // NB: an observed store's effect, with what its observer captured here bound (no
-          // binding when it captured nothing); `Task.immediateDetached` stays in this function,
-          // where `.ci/run` checks it is inlined.
-          let context = supervisor.observer?.effectContext()
-          Task.immediateDetached(priority: job.priority ?? .medium) {
-            if let context {
-              await EffectReference.$startingContext.withValue(context) {
-                await job.runAsTask(on: supervisor)
-              }
-            } else {
-              await job.runAsTask(on: supervisor)
-            }
-          }
+          // NB: an observed store's effect; `.ci/run` checks this call is inlined here.
+          let body = supervisor.observedBody { await job.runAsTask(on: supervisor) }
+          Task.immediateDetached(priority: job.priority ?? .medium) { await body() }
         }
       } else {
         job.startTask(on: supervisor)
