@@ -18,27 +18,25 @@ struct EffectStateMachine<Job, Waiter, Slot: UnitSlot> {
     case shutDown
   }
 
-  // NB: the order packs the small fields into the maps' trailing padding: the machine is inline
-  // in every store with an effect, and each word counts against the 1 KB armed store. (The maps
-  // end 3 and 7 bytes short of a word; the one-byte fields fill the first gap, the count the
-  // second, and the machine is 200 B, as it was before a set of two identities grew to 16 B.)
-  // `SmallMap`s: a store with one live effect (a connection's timer) allocates none of them.
-  private var effects = SmallMap<EffectID, EffectRecord>()
+  // NB: the stored state is internal only for the machine's own files (`EffectStateMachine+*`).
+  // The order packs the small fields into the maps' trailing padding: the machine is inline in
+  // every store with an effect, and each word counts against the 1 KB armed store. `SmallMap`s:
+  // a store with one live effect (a connection's timer) allocates none of them.
+  var effects = SmallMap<EffectID, EffectRecord>()
   private(set) var phase = Phase.open
   /// Mutation-testing switch (`StoreConfiguration.cancelsTimers`): `false` makes cancellation by
   /// identifier skip armed timers, so they fire as if never cancelled.
   var cancelsTimers = true
   /// Whether ``Ended`` was handed out: the one signal that everything ended after shutdown.
   private var hasEnded = false
-  private var registry = SmallMap<CancelKey, EffectIDs>()
+  var registry = SmallMap<CancelKey, EffectIDs>()
   /// ``liveJobs``, in 4 bytes.
   private var liveJobCount: Int32 = 0
-  private var lifetimes = SmallMap<LifetimeID, LifetimeRecord>()
+  var lifetimes = SmallMap<LifetimeID, LifetimeRecord>()
   /// Tasks started for jobs (``submit(_:)``) that have not ended (``jobEnded()``).
   var liveJobs: Int { Int(self.liveJobCount) }
-  /// What few stores use, behind one pointer: inline, these eight fields were 64 B of every
-  /// store with an effect (the bytes-per-armed-store target is 1 KB).
-  private var occasional = OutOfLine<Occasional>()
+  /// What few stores use, behind one pointer (inline, 64 B of every store with an effect).
+  var occasional = OutOfLine<Occasional>()
   /// The first of the listed units (``UnitFlags/startsUnlocked``).
   ///
   /// They are the `.run`s with no identifier that reducers return, linked through their
@@ -47,10 +45,7 @@ struct EffectStateMachine<Job, Waiter, Slot: UnitSlot> {
   /// NB: a list, not records in ``effects``: a session's store keeps its idle timer there, and
   /// every request's `.run` took that map from one entry (inline) to two (an array allocated and
   /// freed) and back, with a record moved in and out, and a trip to the lock to start it.
-  private var runs: Unmanaged<RunUnit>?
-
-  /// The fewest throttle entries at which expired ones are swept.
-  static var minimumThrottleSweep: Int { 64 }
+  var runs: Unmanaged<RunUnit>?
 
   /// The machine's rarely used fields (``occasional``).
   struct Occasional: EmptyInitializable {
@@ -58,12 +53,9 @@ struct EffectStateMachine<Job, Waiter, Slot: UnitSlot> {
     var origins: [LifetimeID: EffectOrigin] = [:]
     var idleWaiters: [Int: Waiter] = [:]
     var nextIdleWaiter = 0
-    var throttles: [CancelKey: ThrottleState] = [:]
-    /// Past this many throttle entries, expired ones are swept (amortized O(1) per use).
-    var throttleSweepThreshold = EffectStateMachine.minimumThrottleSweep
-    var debounces: [CancelKey: DebounceSlot] = [:]
-    var nextDebounceGeneration: UInt64 = 0
-    var queues: [CancelKey: SerialQueue<Waiter>] = [:]
+    var throttles = ThrottleTable()
+    var debounces = DebounceTimers()
+    var queues = OrderedQueues<Waiter>()
     /// The tasks of listed units parked in `finish` until their cancellers are done.
     var listedFinishWaiters: [EffectID: Waiter] = [:]
   }
@@ -71,7 +63,7 @@ struct EffectStateMachine<Job, Waiter, Slot: UnitSlot> {
   // NB: reads of an unallocated `occasional` build no box and no value; writes allocate it once.
   // Hot paths check `isEmpty` before they write (a re-armed timer's cancellation clears its debounce only
   // when there are debounces).
-  private var origins: [LifetimeID: EffectOrigin] {
+  var origins: [LifetimeID: EffectOrigin] {
     get { self.occasional.read({ $0.origins }, unallocated: .init()) }
     _modify { yield &self.occasional.value.origins }
   }
@@ -83,27 +75,27 @@ struct EffectStateMachine<Job, Waiter, Slot: UnitSlot> {
     get { self.occasional.read({ $0.nextIdleWaiter }, unallocated: 0) }
     _modify { yield &self.occasional.value.nextIdleWaiter }
   }
-  private var throttles: [CancelKey: ThrottleState] {
+  /// The store's throttles: a concern of its own, kept here for its lock and its box.
+  var throttles: ThrottleTable {
     get { self.occasional.read({ $0.throttles }, unallocated: .init()) }
     _modify { yield &self.occasional.value.throttles }
   }
-  private var throttleSweepThreshold: Int {
-    get {
-      self.occasional.read({ $0.throttleSweepThreshold }, unallocated: Self.minimumThrottleSweep)
-    }
-    _modify { yield &self.occasional.value.throttleSweepThreshold }
-  }
-  private var debounces: [CancelKey: DebounceSlot] {
+  /// The store's debounce timers, as ``throttles``.
+  var debounces: DebounceTimers {
     get { self.occasional.read({ $0.debounces }, unallocated: .init()) }
     _modify { yield &self.occasional.value.debounces }
   }
-  private var nextDebounceGeneration: UInt64 {
-    get { self.occasional.read({ $0.nextDebounceGeneration }, unallocated: 0) }
-    _modify { yield &self.occasional.value.nextDebounceGeneration }
-  }
-  private var queues: [CancelKey: SerialQueue<Waiter>] {
+  /// The store's ordered queues, as ``throttles``.
+  var queues: OrderedQueues<Waiter> {
     get { self.occasional.read({ $0.queues }, unallocated: .init()) }
     _modify { yield &self.occasional.value.queues }
+  }
+
+  /// ``DebounceTimers/rearm(_:deadline:body:)``, allocating nothing in a store with no timers.
+  mutating func rearmDebounce(_ key: CancelKey, deadline: any Sendable, body: any Sendable) -> Bool
+  {
+    guard self.occasional.read({ !$0.debounces.isEmpty }, unallocated: false) else { return false }
+    return self.occasional.value.debounces.rearm(key, deadline: deadline, body: body)
   }
 
   /// One unit of effect work that has not finished.
@@ -175,278 +167,6 @@ struct EffectStateMachine<Job, Waiter, Slot: UnitSlot> {
         self.registry.insert(.one(id), forKey: key)
       }
     }
-  }
-
-  // MARK: - Listed units
-
-  /// Links `unit` first in the list of runs, retaining it.
-  private mutating func link(_ unit: RunUnit) {
-    let node = Unmanaged.passRetained(unit)
-    unit.previous = nil
-    unit.next = self.runs
-    self.runs?.takeUnretainedValue().previous = node
-    self.runs = node
-  }
-
-  /// Takes `unit` out of the list; returns the retain the list held, for the caller to release
-  /// once it is done with the unit.
-  private mutating func unlink(_ unit: RunUnit) -> Unmanaged<RunUnit> {
-    let next = unit.next
-    if let previous = unit.previous {
-      previous.takeUnretainedValue().next = next
-    } else {
-      self.runs = next
-    }
-    next?.takeUnretainedValue().previous = unit.previous
-    unit.next = nil
-    unit.previous = nil
-    return Unmanaged.passUnretained(unit)
-  }
-
-  /// The listed units, in the list's order (retained: cancelling one may unlink it).
-  private var listedUnits: [RunUnit] {
-    var units: [RunUnit] = []
-    var node = self.runs
-    while let current = node {
-      let unit = current.takeUnretainedValue()
-      units.append(unit)
-      node = unit.next
-    }
-    return units
-  }
-
-  /// Lets go of every unit still listed, without finishing it: the owner's last word, when it is
-  /// itself let go of.
-  ///
-  /// None is listed by then in a store (a unit's task holds the supervisor until it has finished
-  /// the unit, and an abandoned one is finished at once); this keeps one left over from leaking.
-  mutating func releaseListed() {
-    while let first = self.runs {
-      self.unlink(first.takeUnretainedValue()).release()
-    }
-  }
-
-  /// Whether the unit `id` is in the list (a walk: for an assertion).
-  private func isListed(_ id: EffectID) -> Bool {
-    self.listedUnits.contains { $0.id == id }
-  }
-
-  /// The task running a listed unit, if its task has started it.
-  private static func runningSlot(of unit: RunUnit) -> Slot? {
-    guard unit.loadFlags() & UnitFlags.running != 0 else { return nil }
-    return Slot(unitSlotBits: unit.runningSlotBits)
-  }
-
-  /// The listed unit `id` of a lifetime's record (not in ``effects``): the list holds it.
-  private func listedUnit(_ id: EffectID) -> RunUnit {
-    assert(self.isListed(id), "A lifetime holds a unit that is neither recorded nor listed.")
-    return id.listedUnit()
-  }
-
-  /// Finishes a listed unit: out of the list and its lifetime.
-  private mutating func removeListed(_ unit: RunUnit) -> Resumptions<Waiter> {
-    var resumptions = Resumptions<Waiter>()
-    guard !unit.isFinished else { return resumptions }
-    unit.markFinished()
-    let retained = self.unlink(unit)
-    self.leaveLifetime(unit.id, of: unit.lifetime, into: &resumptions)
-    retained.release()
-    return resumptions
-  }
-
-  /// A listed unit's task found it cancelled before it could start it: it is finished (if
-  /// whoever cancelled it has not finished it already).
-  mutating func skipListed(_ unit: RunUnit) -> Resumptions<Waiter> {
-    unit.markCancelled()
-    return self.removeListed(unit)
-  }
-
-  /// `unit` as a listed unit, if it is one.
-  static func listed(_ unit: any EffectUnit) -> RunUnit? {
-    guard unit.loadFlags() & UnitFlags.startsUnlocked != 0 else { return nil }
-    return unsafeDowncast(unit as AnyObject, to: RunUnit.self)
-  }
-
-  /// ``finish(_:)`` of `unit`, listed or recorded.
-  mutating func finish(unit: any EffectUnit) -> Finish {
-    guard let listed = Self.listed(unit) else { return self.finish(unit.id) }
-    return self.finishListed(listed)
-  }
-
-  /// ``parkFinishing(_:waiter:)`` of `unit`, listed or recorded.
-  mutating func parkFinishing(unit: any EffectUnit, waiter: Waiter) -> Waiter? {
-    guard let listed = Self.listed(unit) else { return self.parkFinishing(unit.id, waiter: waiter) }
-    return self.parkFinishingListed(listed, waiter: waiter)
-  }
-
-  /// ``abandon(_:)`` of `unit`, listed or recorded.
-  mutating func abandon(unit: any EffectUnit) -> Resumptions<Waiter> {
-    guard let listed = Self.listed(unit) else { return self.abandon(unit.id) }
-    return self.abandonListed(listed)
-  }
-
-  /// ``finish(_:)`` for a listed unit, which its task started without the lock.
-  mutating func finishListed(_ unit: RunUnit) -> Finish {
-    guard !unit.isFinished else { return .finished(Resumptions()) }
-    if unit.pins > 0 { return .waitForCancellers }
-    return .finished(self.removeListed(unit))
-  }
-
-  /// ``parkFinishing(_:waiter:)`` for a listed unit.
-  mutating func parkFinishingListed(_ unit: RunUnit, waiter: Waiter) -> Waiter? {
-    guard unit.pins > 0 else { return waiter }
-    self.occasional.value.listedFinishWaiters[unit.id] = waiter
-    return nil
-  }
-
-  /// ``abandon(_:)`` for a listed unit.
-  mutating func abandonListed(_ unit: RunUnit) -> Resumptions<Waiter> {
-    guard !unit.isFinished,
-      unit.markCancelledReadingFlags() & UnitFlags.running == 0
-    else { return Resumptions() }
-    return self.removeListed(unit)
-  }
-
-  /// Cancels a listed unit: one that has not started finishes now; a running one is pinned, and
-  /// its task is to be cancelled.
-  private mutating func cancelListed(_ unit: RunUnit, into cancellation: inout Cancellation) {
-    guard !unit.isCancelled, !unit.isFinished else { return }
-    // NB: marked and read in one atomic step: its task either started it before (its handle is
-    // in the unit) or will find it cancelled and not run it.
-    let flags = unit.markCancelledReadingFlags()
-    guard flags & UnitFlags.cancelled == 0 else { return }
-    if flags & UnitFlags.running != 0 {
-      unit.pins += 1
-      cancellation.listedTasks.append((unit, Slot(unitSlotBits: unit.runningSlotBits)))
-    } else {
-      cancellation.resumptions.append(contentsOf: self.removeListed(unit))
-    }
-  }
-
-  // MARK: - Re-arming in place
-
-  /// The armed timer that a one-shot timer under `key` alone, cancelling in flight, may take over
-  /// in place (``moveRearmed(_:to:)``), instead of cancelling it and registering a new one.
-  ///
-  /// It is the only unit under `key`, registered under `key` alone, pending (queued in its host,
-  /// not running), neither cancelled nor pinned, and marked ``UnitFlags/cancelledOnShutdown``
-  /// exactly when `flags` is. `nil` otherwise, and whenever the general path has more to do: the
-  /// store has shut down, `key` has a debounce slot, or timers are not cancelled (the mutation
-  /// switch).
-  ///
-  /// NB: `mutating`, and through `update`, though it changes nothing: reading the maps copied the
-  /// records out (retaining and releasing what they hold), a third of a re-arm.
-  mutating func rearmCandidate(_ key: CancelKey, flags: UInt8) -> TimerEntry? {
-    guard self.phase == .open, self.cancelsTimers,
-      let id = self.registry.update(key, { $0.only }) ?? nil,
-      self.occasional.read({ $0.debounces[key] == nil }, unallocated: true)
-    else { return nil }
-    return self.effects.update(id) { record -> TimerEntry? in
-      guard case .pending = record.phase, record.pins == 0, record.keys.isOnly(key) else {
-        return nil
-      }
-      let unitFlags = record.unit.loadFlags()
-      let refused = UnitFlags.cancelled | UnitFlags.finished | UnitFlags.lifetimeCancelled
-      guard unitFlags & UnitFlags.timer != 0, unitFlags & refused == 0,
-        unitFlags & UnitFlags.cancelledOnShutdown == flags & UnitFlags.cancelledOnShutdown
-      else { return nil }
-      return unsafeDowncast(record.unit as AnyObject, to: TimerEntry.self)
-    } ?? nil
-  }
-
-  /// The identifiers of `timer` if it is registered, pending and not cancelled (it fired and may
-  /// start its effect); `nil` otherwise.
-  mutating func keysOfPendingTimer(_ timer: TimerEntry) -> CancelKeys? {
-    guard !timer.isCancelled else { return nil }
-    return self.effects.update(timer.id) { record -> CancelKeys? in
-      guard case .pending = record.phase else { return nil }
-      return record.keys
-    } ?? nil
-  }
-
-  /// Moves a timer its host re-armed in place to `lifetime` (the re-arming send's), or to a
-  /// lifetime of its own when the send has none yet; returns that lifetime, and the waiters of the
-  /// old one, which finishes if the timer was its last unit.
-  ///
-  /// A lifetime of its own is the token the timer's old lifetime was, when nothing else holds it
-  /// (no `StoreTask`, no other unit: it can no longer be told apart), else a new token.
-  mutating func moveRearmed(
-    _ timer: TimerEntry,
-    to lifetime: (any EffectUnit)?
-  ) -> (joined: any EffectUnit, resumptions: Resumptions<Waiter>) {
-    var resumptions = Resumptions<Waiter>()
-    let id = timer.id
-    let old = LifetimeID(timer.lifetime)
-    if let lifetime, LifetimeID(lifetime) == old { return (lifetime, resumptions) }
-    if lifetime == nil, let kept = self.keptLifetime(of: timer, id: id, old: old) {
-      return (kept, resumptions)
-    }
-    if self.lifetimes.update(old, { $0.effects.remove(id) }) == true,
-      let record = self.lifetimes.removeValue(forKey: old)
-    {
-      resumptions.append(contentsOf: record.waiters)
-      if !self.origins.isEmpty { self.origins.removeValue(forKey: old) }
-    }
-    // NB: a token the old lifetime could hand back was kept above. One that something still holds
-    // (a `StoreTask`, a waiter) is not reused, nor is the timer's own identity: it stood for its
-    // first send's lifetime, whose task may be held.
-    let joined = lifetime ?? EffectToken(lifetime: nil)
-    timer.owner = joined
-    if self.lifetimes.update(LifetimeID(joined), { $0.effects.insert(id) }) == nil {
-      var record = LifetimeRecord(owner: joined)
-      record.effects.insert(id)
-      self.lifetimes.insert(record, forKey: LifetimeID(joined))
-    }
-    return (joined, resumptions)
-  }
-
-  /// The lifetime of a re-armed timer whose send has none, kept as it stands.
-  ///
-  /// Its token and its record stay when the lifetime could not be told from the re-arming send's:
-  /// the timer is its only unit, nothing waits on it, it is a token that was not cancelled, and
-  /// nothing but the timer and the record holds that token (no `StoreTask`). `nil`, with nothing
-  /// changed, otherwise.
-  ///
-  /// NB: an idle timer re-armed by every request takes this path. Without it, each request took
-  /// a new token (an allocation), and taking the record out to put the same one back was a
-  /// visible share of a re-arm in a profile (Benchmarks/HISTORY.md).
-  private mutating func keptLifetime(
-    of timer: TimerEntry,
-    id: EffectID,
-    old: LifetimeID
-  ) -> EffectToken? {
-    let token: Unmanaged<EffectToken>
-    do {
-      // NB: in a scope of its own, so the existential reference is gone before the check below.
-      // A token with a flag was cancelled (through a task since dropped): it stays spent.
-      guard let owner = timer.owner,
-        ObjectIdentifier(type(of: owner)) == ObjectIdentifier(EffectToken.self),
-        owner.loadFlags() == 0
-      else { return nil }
-      token = Unmanaged.passUnretained(unsafeDowncast(owner as AnyObject, to: EffectToken.self))
-    }
-    // Safety of the unretained reference: the token is `old`'s owner, whose record holds it; the
-    // record stays in the map throughout.
-    timer.owner = nil
-    let kept =
-      self.lifetimes.update(old) { record -> Bool in
-        record.effects.only == id && record.waiters.isEmpty
-          && record.owner.isOnlyReferenceToToken()
-      } ?? false
-    let owner = token.takeUnretainedValue()
-    timer.owner = owner
-    guard kept else { return nil }
-    // The send that armed it is over: its origin goes, as it would with its record; the re-arming
-    // send records its own.
-    if !self.origins.isEmpty { self.origins.removeValue(forKey: old) }
-    return owner
-  }
-
-  /// Records what started a lifetime, for test diagnostics.
-  mutating func setOrigin(_ origin: EffectOrigin, of lifetime: any EffectUnit) {
-    let lifetimeID = LifetimeID(lifetime)
-    guard self.lifetimes.contains(lifetimeID) else { return }
-    self.origins[lifetimeID] = origin
   }
 
   // MARK: - Effect tasks
@@ -579,7 +299,7 @@ struct EffectStateMachine<Job, Waiter, Slot: UnitSlot> {
 
   /// Takes a finished unit out of its lifetime (which finishes with its last unit), and wakes
   /// the idle waiters if it was the last unit.
-  private mutating func leaveLifetime(
+  mutating func leaveLifetime(
     _ id: EffectID,
     of lifetime: any EffectUnit,
     into resumptions: inout Resumptions<Waiter>
@@ -621,7 +341,7 @@ struct EffectStateMachine<Job, Waiter, Slot: UnitSlot> {
     var cancellation = Cancellation()
     let hasDebounces = !self.debounces.isEmpty
     for key in keys {
-      if hasDebounces { self.debounces.removeValue(forKey: key) }
+      if hasDebounces { self.debounces.cancel(key) }
       guard let ids = self.registry[key] else { continue }
       for id in ids {
         if !self.cancelsTimers, (self.effects[id]?.unit.loadFlags() ?? 0) & UnitFlags.timer != 0 {
@@ -665,7 +385,7 @@ struct EffectStateMachine<Job, Waiter, Slot: UnitSlot> {
   /// Cancels every unit of every lifetime (the store stays open).
   mutating func cancelAll() -> Cancellation {
     var cancellation = Cancellation()
-    if !self.debounces.isEmpty { self.debounces.removeAll() }
+    if !self.debounces.isEmpty { self.debounces.cancelAll() }
     for lifetime in self.lifetimes.values.map(\.owner.unit) {
       lifetime.markLifetimeCancelled()
     }
@@ -691,13 +411,7 @@ struct EffectStateMachine<Job, Waiter, Slot: UnitSlot> {
     }
     guard let cancelled = found ?? nil else { return }
     if !self.debounces.isEmpty, let keys = self.effects[id]?.keys {
-      // NB: a cancelled unit under a debounce id may be its timer (cancelled with its
-      // lifetime): the timer takes no new deadline; a newer debounced effect starts another.
-      for key in keys {
-        if let slot = self.debounces.index(forKey: key) {
-          self.debounces.values[slot].hasFired = true
-        }
-      }
+      self.debounces.stopRearming(keys)
     }
     switch cancelled {
     case .pending(let timer):
@@ -801,151 +515,6 @@ struct EffectStateMachine<Job, Waiter, Slot: UnitSlot> {
     result.ended = self.takeEnded()
     return result
   }
-
-  // MARK: - Throttling
-
-  /// Reads and updates the throttle state of `key`.
-  ///
-  /// Entries whose interval has passed with nothing held back are the same as no entry; once there
-  /// are more than twice as many entries as after the last sweep (and at least 64), they are
-  /// dropped, so a store throttling ever-new ids keeps only the recent ones.
-  mutating func withThrottleState<R>(for key: CancelKey, _ body: (inout ThrottleState) -> R) -> R {
-    var state = self.throttles[key] ?? ThrottleState(lastRun: (), isHolding: false)
-    defer {
-      self.throttles[key] = state
-      if self.throttles.count > self.throttleSweepThreshold {
-        self.throttles = self.throttles.filter { !$0.value.isExpired }
-        self.throttleSweepThreshold = max(Self.minimumThrottleSweep, 2 * self.throttles.count)
-      }
-    }
-    return body(&state)
-  }
-
-  /// Ids with throttle state.
-  var throttleCount: Int { self.throttles.count }
-
-  // MARK: - Debouncing
-
-  /// Re-arms the sleeping debounce timer of `key` with a new deadline and body; `nil` when there is
-  /// none (or it has fired), after which the caller starts a new timer with the returned generation
-  /// via ``armDebounce(_:deadline:body:)``.
-  mutating func rearmDebounce(_ key: CancelKey, deadline: any Sendable, body: any Sendable) -> Bool
-  {
-    // NB: one access to the slots, in place: through the `debounces` accessor, each of four reads
-    // and writes copied the dictionary or the slot (a fifth of a debounce restart).
-    guard self.occasional.read({ !$0.debounces.isEmpty }, unallocated: false) else { return false }
-    return Self.rearm(&self.occasional.value.debounces, key, deadline: deadline, body: body)
-  }
-
-  private static func rearm(
-    _ debounces: inout [CancelKey: DebounceSlot],
-    _ key: CancelKey,
-    deadline: any Sendable,
-    body: any Sendable
-  ) -> Bool {
-    guard let index = debounces.index(forKey: key), !debounces.values[index].hasFired else {
-      return false
-    }
-    debounces.values[index].deadline = deadline
-    debounces.values[index].body = body
-    return true
-  }
-
-  /// Records a new sleeping debounce timer for `key`; returns its generation.
-  mutating func armDebounce(_ key: CancelKey, deadline: any Sendable, body: any Sendable) -> UInt64
-  {
-    defer { self.nextDebounceGeneration += 1 }
-    self.debounces[key] = DebounceSlot(
-      generation: self.nextDebounceGeneration,
-      deadline: deadline,
-      body: body
-    )
-    return self.nextDebounceGeneration
-  }
-
-  /// What a debounce timer that woke at `deadline` does next.
-  enum DebounceWake {
-    /// Re-armed while it slept: sleep again until this deadline.
-    case sleep(until: any Sendable)
-    /// Its deadline has come: run this body.
-    case fire(any Sendable)
-    /// Cancelled or replaced: end.
-    case end
-  }
-
-  /// A debounce timer woke: fire it if its deadline is the one it slept until.
-  mutating func wakeDebounce(
-    _ key: CancelKey,
-    generation: UInt64,
-    sleptUntil isSameDeadline: (any Sendable) -> Bool
-  ) -> DebounceWake {
-    guard let index = self.debounces.index(forKey: key),
-      self.debounces.values[index].generation == generation
-    else { return .end }
-    let slot = self.debounces.values[index]
-    guard isSameDeadline(slot.deadline) else { return .sleep(until: slot.deadline) }
-    guard let body = slot.body else { return .end }
-    self.debounces.values[index].hasFired = true
-    self.debounces.values[index].body = nil
-    return .fire(body)
-  }
-
-  /// A debounce timer's body has ended: forget its slot (unless a newer timer replaced it).
-  mutating func endDebounce(_ key: CancelKey, generation: UInt64) {
-    guard let index = self.debounces.index(forKey: key),
-      self.debounces.values[index].generation == generation
-    else { return }
-    self.debounces.remove(at: index)
-  }
-
-  /// Ids with a debounce timer.
-  var debounceCount: Int { self.debounces.count }
-
-  // MARK: - Ordered queues
-
-  /// Takes the next place in the queue `key`: its turn comes when every place taken before it has
-  /// been left.
-  mutating func enqueue(on key: CancelKey) -> QueueTicket {
-    if let index = self.queues.index(forKey: key) {
-      let number = self.queues.values[index].nextTicket
-      self.queues.values[index].nextTicket += 1
-      return QueueTicket(key: key, number: number)
-    }
-    var queue = SerialQueue<Waiter>()
-    queue.nextTicket = 1
-    self.queues[key] = queue
-    return QueueTicket(key: key, number: 0)
-  }
-
-  /// Waits for `ticket`'s turn; returns the waiter when it is its turn already.
-  mutating func waitForTurn(_ ticket: QueueTicket, _ waiter: Waiter) -> Waiter? {
-    guard let index = self.queues.index(forKey: ticket.key),
-      self.queues.values[index].serving != ticket.number
-    else { return waiter }
-    self.queues.values[index].waiters[ticket.number] = waiter
-    return nil
-  }
-
-  /// Leaves the queue: `ticket`'s turn has ended, or it gives up its place before its turn (a job
-  /// abandoned at shutdown).
-  ///
-  /// Returns the waiter whose turn it now is. A queue nobody holds a place in is forgotten.
-  mutating func leaveQueue(_ ticket: QueueTicket) -> Waiter? {
-    guard let index = self.queues.index(forKey: ticket.key) else { return nil }
-    self.queues.values[index].released.insert(ticket.number)
-    while self.queues.values[index].released.remove(self.queues.values[index].serving) != nil {
-      self.queues.values[index].serving += 1
-    }
-    let serving = self.queues.values[index].serving
-    if serving == self.queues.values[index].nextTicket {
-      self.queues.remove(at: index)
-      return nil
-    }
-    return self.queues.values[index].waiters.removeValue(forKey: serving)
-  }
-
-  /// Queues with a place taken and not yet left.
-  var queueCount: Int { self.queues.count }
 
   // MARK: - Introspection
 

@@ -16,9 +16,9 @@ import Synchronization
   typealias Machine = EffectStateMachine<any EffectJob, UnsafeContinuation<Void, Never>, TaskSlot>
 
   // NB: the flag last, so the lock that follows in the same allocation packs against it.
-  private struct Guarded: Sendable {
+  struct Guarded: Sendable {
     /// What few stores use, behind one pointer (24 B fewer in every store with an effect).
-    var occasional = OutOfLine<Occasional>()
+    private var occasional = OutOfLine<Occasional>()
     var machine = Machine()
     /// A graceful shutdown has begun: effects marked `cancelledOnShutdown()` no longer start.
     var isDraining = false
@@ -55,7 +55,8 @@ import Synchronization
     var nextSelfWaiter = 0
   }
 
-  private let guarded = LockedBox(Guarded())
+  /// The machine and what else the lock guards; touched only by the supervisor's own files.
+  let guarded = LockedBox(Guarded())
   /// What is read without the lock, in one word: bit 0 is set when a graceful shutdown begins
   /// (``beginDraining()``, read by the planner), bit 1 when the supervisor shuts down (no record
   /// is kept after that); the other bits are a one-shot timer record that ended, retained, kept
@@ -65,17 +66,17 @@ import Synchronization
   /// NB: one word, not flags and a word: the supervisor stays in malloc's 64 B class (80 B with
   /// a word of its own, 16 B of every store with effects). The kept record holds the supervisor
   /// (and the store's isolation): ``shutDown()`` lets go of it, or the two would keep each other.
-  private let drainingAndSpare = Atomic<UInt>(0)
-  private static let drainingBit: UInt = 1
-  private static let closedBit: UInt = 2
-  private static let flagBits: UInt = 3
+  let drainingAndSpare = Atomic<UInt>(0)
+  static let drainingBit: UInt = 1
+  static let closedBit: UInt = 2
+  static let flagBits: UInt = 3
   /// A test executor, a custom reporter or an observer; `nil` for a plain store's effects (the
   /// supervisor is then ~80 B smaller).
-  private let extras: Extras?
-  private let effectsEnded: @Sendable () async -> Void
+  let extras: Extras?
+  let effectsEnded: @Sendable () async -> Void
 
   /// What only some stores' effects need.
-  private final class Extras: Sendable {
+  final class Extras: Sendable {
     let executorPreference: (any TaskExecutor)?
     /// The test executor effects settle on (``TestClock``), when the preference is one.
     let drainer: (any ManualDrainer)?
@@ -162,93 +163,6 @@ import Synchronization
   ) -> @Sendable () async -> Void {
     guard let context = self.observer?.effectContext() else { return operation }
     return { await EffectReference.$startingContext.withValue(context) { await operation() } }
-  }
-
-  // MARK: - The spare timer record
-
-  /// Keeps `timer`, a record that ended (fired, or cancelled and disarmed), for the next timer
-  /// the store arms, unless one is kept already.
-  ///
-  /// It is reused only if nothing else holds it by then (``takeSpareTimer()``): not a `StoreTask`
-  /// whose lifetime it stands for, not a unit of that lifetime, not a firing or delivery still
-  /// under way. Everything that reads its fields holds it.
-  func offerSpareTimer(_ timer: TimerEntry) {
-    var current = self.drainingAndSpare.load(ordering: .relaxed)
-    guard current & ~Self.drainingBit == 0 else { return }
-    let bits = UInt(bitPattern: Unmanaged.passRetained(timer).toOpaque())
-    precondition(bits & Self.flagBits == 0, "A timer record at an unaligned address.")
-    while true {
-      let (exchanged, original) = self.drainingAndSpare.compareExchange(
-        expected: current,
-        desired: current | bits,
-        ordering: .acquiringAndReleasing
-      )
-      if exchanged { return }
-      // Another record was kept meanwhile or the supervisor shut down: give up; only the
-      // draining bit changed: try again.
-      guard original & ~Self.drainingBit == 0 else { break }
-      current = original
-    }
-    Unmanaged.passUnretained(timer).release()
-  }
-
-  /// Lets go of the kept record, if any.
-  private func dropSpareTimer() {
-    let (original, _) = self.drainingAndSpare.bitwiseAnd(
-      Self.flagBits,
-      ordering: .acquiringAndReleasing
-    )
-    if let pointer = UnsafeRawPointer(bitPattern: original & ~Self.flagBits) {
-      Unmanaged<TimerEntry>.fromOpaque(pointer).release()
-    }
-  }
-
-  /// Whether a record is kept for the next timer (tests).
-  var hasSpareTimer: Bool {
-    self.drainingAndSpare.load(ordering: .acquiring) & ~Self.flagBits != 0
-  }
-
-  /// The spare record (``offerSpareTimer(_:)``), if there is one and nothing else holds it.
-  @usableFromInline func takeSpareTimer() -> TimerEntry? {
-    guard self.drainingAndSpare.load(ordering: .relaxed) & ~Self.flagBits != 0 else {
-      return nil
-    }
-    // Clears the record's bits and keeps the flags.
-    let (original, _) = self.drainingAndSpare.bitwiseAnd(
-      Self.flagBits,
-      ordering: .acquiringAndReleasing
-    )
-    let bits = original & ~Self.flagBits
-    guard let pointer = UnsafeRawPointer(bitPattern: bits) else { return nil }
-    var spare = Unmanaged<TimerEntry>.fromOpaque(pointer).takeRetainedValue()
-    return isKnownUniquelyReferenced(&spare) ? spare : nil
-  }
-
-  /// The test executor effects run on, if a test harness drives them.
-  var drainer: (any ManualDrainer)? { self.extras?.drainer }
-
-  /// The store's observer: effect events.
-  var observer: (any StoreObserver)? { self.extras?.observer }
-
-  /// Tells the observer, if the store has one, that `unit` started, and starts timing it: the
-  /// stopwatch that ``observeEnd(of:stopwatch:)`` reads (zero without a clock), or `nil` without
-  /// an observer.
-  ///
-  /// NB: out of line, as ``observeEnd(of:stopwatch:)``, so that the observer's existential and
-  /// these calls' temporaries stay out of the async frame of the effect that calls them.
-  @inline(never)
-  func observeStart(of unit: any EffectUnit) -> (@Sendable () -> Duration)? {
-    guard let extras = self.extras, let observer = extras.observer else { return nil }
-    observer.effectStarted(EffectReference(unit, context: EffectReference.startingContext))
-    guard let stopwatch = extras.stopwatch else { return { .zero } }
-    return stopwatch()
-  }
-
-  /// Tells the observer that `unit` ended: how (its recorded failure, if any) and after how long.
-  @inline(never)
-  func observeEnd(of unit: any EffectUnit, stopwatch: @Sendable () -> Duration) {
-    guard let observer = self.observer else { return }
-    self.reportEnd(of: unit, to: observer, duration: stopwatch())
   }
 
   // MARK: - Registering and submitting
@@ -628,7 +542,7 @@ import Synchronization
 
   /// Cancels the tasks outside the lock (cancellation handlers run synchronously and may take it),
   /// then releases the pins taken under it.
-  private func perform(_ cancellation: Machine.Cancellation) {
+  func perform(_ cancellation: Machine.Cancellation) {
     if let timer = cancellation.timers.first {
       timer.host.disarm(timer)
       for timer in cancellation.timers.others { timer.host.disarm(timer) }
@@ -654,252 +568,11 @@ import Synchronization
     for waiter in resumptions.others { waiter.resume() }
   }
 
-  // MARK: - Waiting
-
-  /// Whether the calling task runs one of `lifetime`'s units: waiting for the lifetime there would
-  /// wait for itself.
-  func isRunningUnit(of lifetime: any EffectUnit) -> Bool {
-    guard self.isCurrentEffect else { return false }
-    return withUnsafeCurrentTask { task in
-      guard let task else { return false }
-      return self.guarded.withLock {
-        $0.machine.lifetime(lifetime, hasUnitRunningWhere: { $0.isRunning(task) })
-      }
-    }
-  }
-
-  /// Suspends until every unit of `lifetime` has finished.
-  func wait(for lifetime: any EffectUnit) async {
-    if self.isFinished(lifetime) { return }
-    await withUnsafeContinuation { continuation in
-      self.guarded.withLock { $0.machine.wait(for: lifetime, continuation) }?.resume()
-    }
-  }
-
-  func isFinished(_ lifetime: any EffectUnit) -> Bool {
-    self.guarded.withLock { $0.machine.isFinished(lifetime) }
-  }
-
-  /// Suspends until no unit is live, or the waiting task is cancelled.
-  func waitUntilIdle() async {
-    let ticket = self.guarded.withLock { $0.machine.makeIdleTicket() }
-    await withTaskCancellationHandler {
-      await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
-        self.guarded.withLock {
-          $0.machine.waitUntilIdle(continuation, ticket: ticket, cancelled: Task.isCancelled)
-        }?.resume()
-      }
-    } onCancel: {
-      self.guarded.withLock { $0.machine.abandonIdleWait(ticket: ticket) }?.resume()
-    }
-  }
-
-  /// Suspends until no unit is live and no effect task is alive, even if the waiting task is
-  /// cancelled (shutting down: the store's tasks must not outlive it).
-  func waitUntilEnded() async {
-    let ticket = self.guarded.withLock { $0.machine.makeIdleTicket() }
-    await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
-      self.guarded.withLock {
-        $0.machine.waitUntilIdle(continuation, ticket: ticket, cancelled: false)
-      }?.resume()
-    }
-  }
-
-  // MARK: - Shutting down
-
-  /// Stops accepting work and cancels every effect; ``waitUntilEnded()`` then waits for their
-  /// tasks.
-  ///
-  /// - Returns: `true` when no effect task is alive: none will end to run `effectsEnded`, so the
-  ///   caller, on the store's executor, lets go of what effects needed itself.
-  @usableFromInline @discardableResult
-  func shutDown() -> Bool {
-    let shutDown = self.guarded.withLock { $0.machine.shutDown() }
-    // NB: closed first, so the timers this cancels (or that end later) are not kept.
-    self.drainingAndSpare.bitwiseOr(Self.closedBit, ordering: .acquiringAndReleasing)
-    self.dropSpareTimer()
-    self.perform(shutDown.cancellation)
-    return shutDown.ended
-  }
-
-  /// ``shutDown()`` for callers off the store's executor (a store's `deinit`, the test store's
-  /// teardown): when no effect task is alive, `effectsEnded` runs in a task of its own.
-  @usableFromInline
-  func shutDownOffTheStore() {
-    guard self.shutDown() else { return }
-    let effectsEnded = self.effectsEnded
-    if let executorPreference = self.executorPreference {
-      Task.detached(executorPreference: executorPreference) { await effectsEnded() }
-    } else {
-      Task.detached { await effectsEnded() }
-    }
-  }
-
-  var isShutDown: Bool {
-    self.guarded.withLock { $0.machine.phase == .shutDown }
-  }
-
-  // MARK: - Throttling
-
-  // MARK: - Observing
-
-  /// Records the error the effect running in the current task threw, for its end event.
-  @inline(never)
-  func recordFailure(_ error: any Error) {
-    guard self.observer != nil else { return }
-    withUnsafeCurrentTask { task in
-      guard let task else { return }
-      self.guarded.withLock { guarded in
-        guard let id = guarded.machine.runningUnit(where: { $0.isRunning(task) }) else { return }
-        guarded.failures[id] = error
-      }
-    }
-  }
-
-  /// The action that started the effect running in the current task, described (for the
-  /// uncaught-error report).
-  @inline(never)
-  func currentEffectAction() -> String? {
-    withUnsafeCurrentTask { task -> String? in
-      guard let task else { return nil }
-      let unit = self.guarded.withLock { guarded -> (any EffectUnit)? in
-        guard let id = guarded.machine.runningUnit(where: { $0.isRunning(task) }) else {
-          return nil
-        }
-        return guarded.machine.unit(id)
-      }
-      return (unit as? any DescribesStartingAction)?.startingActionDescription
-    }
-  }
-
-  /// Tells the observer a `.run` unit ended, and how.
-  @inline(never)
-  func reportEnd(
-    of unit: any EffectUnit,
-    to observer: any StoreObserver,
-    duration: Duration
-  ) {
-    let failure = self.guarded.withLock { guarded -> (any Error)? in
-      guarded.failures.isEmpty ? nil : guarded.failures.removeValue(forKey: unit.id)
-    }
-    let outcome: EffectOutcome
-    if let failure {
-      outcome = .failed(failure)
-    } else {
-      outcome = unit.isCancelled ? .cancelled : .finished
-    }
-    observer.effectEnded(
-      EffectReference(unit, context: EffectReference.startingContext),
-      outcome: outcome,
-      duration: duration
-    )
-  }
-
-  // MARK: - Debouncing
-
   /// Applies the registration steps collected so far (not the jobs), so a decision taken from
   /// per-store state next sees every cancellation the effect named before it.
   @usableFromInline func applySteps(_ steps: inout [PlanStep]) {
     var noJobs: [any EffectJob] = []
     self.apply(&steps, jobs: &noJobs)
-  }
-
-  /// Re-arms the sleeping timer of `key`; `false` if there is none.
-  @usableFromInline
-  func rearmDebounce(_ key: CancelKey, deadline: any Sendable, body: any Sendable) -> Bool {
-    self.guarded.withLock { $0.machine.rearmDebounce(key, deadline: deadline, body: body) }
-  }
-
-  /// Cancels what runs under `key` (a fired timer's body), then records a new timer.
-  func armDebounce(_ key: CancelKey, deadline: any Sendable, body: any Sendable) -> UInt64 {
-    let (cancellation, generation) = self.guarded.withLock { guarded in
-      let cancellation = guarded.machine.cancel([key])
-      return (cancellation, guarded.machine.armDebounce(key, deadline: deadline, body: body))
-    }
-    self.perform(cancellation)
-    return generation
-  }
-
-  func wakeDebounce(
-    _ key: CancelKey,
-    generation: UInt64,
-    sleptUntil isSameDeadline: (any Sendable) -> Bool
-  ) -> EffectStateMachine<any EffectJob, UnsafeContinuation<Void, Never>, TaskSlot>.DebounceWake {
-    self.guarded.withLock {
-      $0.machine.wakeDebounce(key, generation: generation, sleptUntil: isSameDeadline)
-    }
-  }
-
-  func endDebounce(_ key: CancelKey, generation: UInt64) {
-    self.guarded.withLock { $0.machine.endDebounce(key, generation: generation) }
-  }
-
-  /// Ids with a debounce timer, and ids with throttle state.
-  var timingStateCounts: (debounces: Int, throttles: Int) {
-    self.guarded.withLock { ($0.machine.debounceCount, $0.machine.throttleCount) }
-  }
-
-  // MARK: - Ordered queues
-
-  /// Takes the next place in the queue `key` (on the store, in the order effects were returned).
-  @inline(never)
-  func enqueue(on key: CancelKey) -> QueueTicket {
-    self.guarded.withLock { $0.machine.enqueue(on: key) }
-  }
-
-  /// Suspends until every place taken before `ticket` has been left.
-  func waitForTurn(_ ticket: QueueTicket) async {
-    await withUnsafeContinuation { continuation in
-      self.guarded.withLock { $0.machine.waitForTurn(ticket, continuation) }?.resume()
-    }
-  }
-
-  /// Leaves the queue, starting the next place's turn.
-  @inline(never)
-  func leaveQueue(_ ticket: QueueTicket) {
-    self.guarded.withLock { $0.machine.leaveQueue(ticket) }?.resume()
-  }
-
-  /// Queues with a place taken and not yet left.
-  var queueCount: Int {
-    self.guarded.withLock { $0.machine.queueCount }
-  }
-
-  /// Reads and updates the throttle state of `key` (see `Effect.throttle`).
-  func withThrottleState<R: Sendable>(for key: CancelKey, _ body: (inout ThrottleState) -> R) -> R {
-    self.guarded.withLock { $0.machine.withThrottleState(for: key, body) }
-  }
-
-  // MARK: - Introspection (tests and benchmarks)
-
-  /// No unit is live and no effect task is alive.
-  var isIdle: Bool {
-    self.guarded.withLock { $0.machine.isIdle }
-  }
-
-  /// Effect tasks started and not ended.
-  var liveTaskCount: Int {
-    self.guarded.withLock { $0.machine.liveJobs }
-  }
-
-  /// Units registered and not finished.
-  var liveCount: Int {
-    self.guarded.withLock { $0.machine.liveCount }
-  }
-
-  /// The unfinished units under one identifier.
-  func units(under key: CancelKey) -> [any EffectUnit] {
-    self.guarded.withLock { $0.machine.units(under: key) }
-  }
-
-  /// Identifiers with at least one unfinished unit.
-  var registeredIdentifierCount: Int {
-    self.guarded.withLock { $0.machine.registeredIdentifierCount }
-  }
-
-  /// The origins of the lifetimes with unfinished units, in the order they were sent.
-  var unfinishedOrigins: [EffectOrigin] {
-    self.guarded.withLock { $0.machine.unfinishedOrigins }
   }
 }
 

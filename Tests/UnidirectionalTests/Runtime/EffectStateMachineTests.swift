@@ -11,42 +11,42 @@ import Testing
   private let other = CancelKey("other", scope: nil)
 
   @Test func queuePlacesAreServedInTheOrderTheyWereTaken() {
-    var machine = Machine()
-    let first = machine.enqueue(on: self.key)
-    let second = machine.enqueue(on: self.key)
-    let third = machine.enqueue(on: self.key)
-    let elsewhere = machine.enqueue(on: self.other)
-    #expect(machine.queueCount == 2)
+    var queues = OrderedQueues<String>()
+    let first = queues.enqueue(on: self.key)
+    let second = queues.enqueue(on: self.key)
+    let third = queues.enqueue(on: self.key)
+    let elsewhere = queues.enqueue(on: self.other)
+    #expect(queues.count == 2)
     // The first place's turn is now; another queue is independent.
-    #expect(machine.waitForTurn(first, "first") == "first")
-    #expect(machine.waitForTurn(elsewhere, "elsewhere") == "elsewhere")
-    #expect(machine.waitForTurn(third, "third") == nil)
-    #expect(machine.waitForTurn(second, "second") == nil)
+    #expect(queues.waitForTurn(first, "first") == "first")
+    #expect(queues.waitForTurn(elsewhere, "elsewhere") == "elsewhere")
+    #expect(queues.waitForTurn(third, "third") == nil)
+    #expect(queues.waitForTurn(second, "second") == nil)
     // Leaving hands the turn to the next place only.
-    #expect(machine.leaveQueue(first) == "second")
-    #expect(machine.leaveQueue(second) == "third")
-    #expect(machine.leaveQueue(third) == nil)
-    #expect(machine.leaveQueue(elsewhere) == nil)
+    #expect(queues.leave(first) == "second")
+    #expect(queues.leave(second) == "third")
+    #expect(queues.leave(third) == nil)
+    #expect(queues.leave(elsewhere) == nil)
     // Queues nobody holds a place in are forgotten.
-    #expect(machine.queueCount == 0)
+    #expect(queues.count == 0)
   }
 
   @Test func aPlaceGivenUpBeforeItsTurnIsSkipped() {
-    var machine = Machine()
-    let first = machine.enqueue(on: self.key)
-    let second = machine.enqueue(on: self.key)
-    let third = machine.enqueue(on: self.key)
-    #expect(machine.waitForTurn(third, "third") == nil)
+    var queues = OrderedQueues<String>()
+    let first = queues.enqueue(on: self.key)
+    let second = queues.enqueue(on: self.key)
+    let third = queues.enqueue(on: self.key)
+    #expect(queues.waitForTurn(third, "third") == nil)
     // The second place is abandoned while the first runs: nothing moves yet.
-    #expect(machine.leaveQueue(second) == nil)
-    #expect(machine.queueCount == 1)
+    #expect(queues.leave(second) == nil)
+    #expect(queues.count == 1)
     // When the first leaves, the turn skips the second.
-    #expect(machine.leaveQueue(first) == "third")
-    #expect(machine.leaveQueue(third) == nil)
-    #expect(machine.queueCount == 0)
+    #expect(queues.leave(first) == "third")
+    #expect(queues.leave(third) == nil)
+    #expect(queues.count == 0)
     // A place taken after the queue was forgotten starts a new one, whose turn is now.
-    let again = machine.enqueue(on: self.key)
-    #expect(machine.waitForTurn(again, "again") == "again")
+    let again = queues.enqueue(on: self.key)
+    #expect(queues.waitForTurn(again, "again") == "again")
   }
 
   @Test func aUnitRunsAndFinishesItsLifetime() {

@@ -49,8 +49,8 @@ import Testing
     let key = CancelKey("throttled")
     var machine = Machine()
     let copy = machine
-    machine.withThrottleState(for: key) { $0.isHolding = true }
-    #expect(machine.throttleCount == 1)
-    #expect(copy.throttleCount == 0)
+    machine.throttles.withState(for: key) { $0.isHolding = true }
+    #expect(machine.throttles.count == 1)
+    #expect(copy.throttles.count == 0)
   }
 }
