@@ -17,21 +17,30 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
     var version: UInt64
     var token: UInt64
     var idempotency: (record: IdempotencyRecord, version: UInt64)
-    var waiters: [Waiter]
+    var waiters: Resumptions<Waiter>
+    /// Its write's place in the batch that carries it (set when the batch is taken).
+    var index = 0
   }
 
-  private struct InFlight: Sendable {
-    var version: UInt64
-    var waiters: [Waiter]
+  /// What was last saved of a live key: its state's version and its window's.
+  private struct Saved: Sendable {
+    var version: UInt64 = 0
+    var window: UInt64 = 0
+  }
+
+  /// A batch being saved: each key's newest state, and the sends waiting for it.
+  private struct Flight: Sendable {
+    let id: Int
+    var batch: [Key: Pending]
   }
 
   private struct Queue: Sendable {
     var pending: [Key: Pending] = [:]
-    var inFlight: [Key: InFlight] = [:]
-    /// The newest version saved per key, while the key is live.
-    var saved: [Key: UInt64] = [:]
-    /// The version of each live key's idempotency window last written (none: as loaded).
-    var savedWindows: [Key: UInt64] = [:]
+    /// The batches in flight (at most `maximumFlushes`); a key is in at most one.
+    var flights: [Flight] = []
+    var nextFlight = 0
+    /// What was saved per key, while the key is live.
+    var saved: [Key: Saved] = [:]
     /// Keys whose save failed, with the lease's token and why: later states are refused.
     var failed: [Key: (token: UInt64, failure: SessionError)] = [:]
     /// Saves in flight (at most `maximumFlushes`), each with its own batch.
@@ -43,7 +52,12 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
 
     /// Sends waiting for the next batch.
     var queuedSends: Int {
-      self.pending.values.reduce(0) { $0 + $1.waiters.count }
+      self.pending.values.reduce(0) { $0 + 1 + $1.waiters.others.count }
+    }
+
+    /// The flight carrying `key`, if one does.
+    func flight(of key: Key) -> Int? {
+      self.flights.firstIndex { $0.batch[key] != nil }
     }
 
     mutating func takeReadyQueuedWaiters() -> [CheckedContinuation<Void, Never>] {
@@ -56,6 +70,48 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
         return true
       }
       return ready
+    }
+
+    /// Takes what waits for the next save and is in no flight, as a new flight; with it, the
+    /// writes, in the flight's order.
+    mutating func takeBatch() -> (id: Int, writes: [SessionWrite<Key, State>], sends: Int)? {
+      var batch: [Key: Pending]
+      if self.flights.isEmpty {
+        // NB: the whole queue at once, no key hashed again: the common case with one save at a
+        // time.
+        batch = self.pending
+        self.pending = [:]
+      } else {
+        batch = self.pending.filter { self.flight(of: $0.key) == nil }
+        for key in batch.keys { self.pending.removeValue(forKey: key) }
+      }
+      guard !batch.isEmpty else { return nil }
+      var writes: [SessionWrite<Key, State>] = []
+      writes.reserveCapacity(batch.count)
+      var sends = 0
+      for index in batch.indices {
+        let (key, pending) = batch[index]
+        batch.values[index].index = writes.count
+        sends += 1 + pending.waiters.others.count
+        // NB: a window unchanged since this lease last wrote it is not written again: most saves
+        // carry the state alone.
+        let writesWindow = pending.idempotency.version != self.saved[key]?.window ?? 0
+        writes.append(
+          SessionWrite(
+            key: key,
+            state: pending.state,
+            token: pending.token,
+            idempotency: writesWindow ? pending.idempotency.record : nil
+          )
+        )
+      }
+      let id = self.nextFlight
+      self.nextFlight += 1
+      self.flights.append(Flight(id: id, batch: batch))
+      self.statistics.saves += 1
+      self.statistics.states += writes.count
+      self.statistics.sends += sends
+      return (id, writes, sends)
     }
   }
 
@@ -98,34 +154,35 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
     try await withCheckedThrowingContinuation { (waiter: Waiter) in
       let next = self.queue.withLock { queue -> CommitStep in
         if let failed = queue.failed[key], failed.token == token { return .fail(failed.failure) }
-        if let saved = queue.saved[key], saved >= version { return .done }
-        if var flight = queue.inFlight[key], flight.version >= version {
-          flight.waiters.append(waiter)
-          queue.inFlight[key] = flight
+        if let saved = queue.saved[key], saved.version >= version { return .done }
+        let flight = queue.flight(of: key)
+        if let flight, let index = queue.flights[flight].batch.index(forKey: key),
+          queue.flights[flight].batch.values[index].version >= version
+        {
+          queue.flights[flight].batch.values[index].waiters.append(waiter)
           return .wait([])
         }
-        if var pending = queue.pending[key] {
-          if version > pending.version {
-            pending.state = state
-            pending.version = version
-            pending.token = token
-            pending.idempotency = idempotency
+        if let index = queue.pending.index(forKey: key) {
+          if version > queue.pending.values[index].version {
+            queue.pending.values[index].state = state
+            queue.pending.values[index].version = version
+            queue.pending.values[index].token = token
+            queue.pending.values[index].idempotency = idempotency
           }
-          pending.waiters.append(waiter)
-          queue.pending[key] = pending
+          queue.pending.values[index].waiters.append(waiter)
         } else {
+          var waiters = Resumptions<Waiter>()
+          waiters.append(waiter)
           queue.pending[key] = Pending(
             state: state,
             version: version,
             token: token,
             idempotency: idempotency,
-            waiters: [waiter]
+            waiters: waiters
           )
         }
         let ready = queue.takeReadyQueuedWaiters()
-        guard queue.flushes < self.maximumFlushes, queue.inFlight[key] == nil else {
-          return .wait(ready)
-        }
+        guard queue.flushes < self.maximumFlushes, flight == nil else { return .wait(ready) }
         queue.flushes += 1
         return .flush(ready)
       }
@@ -163,7 +220,6 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
   func forget(_ key: Key) {
     self.queue.withLock { queue in
       queue.saved.removeValue(forKey: key)
-      queue.savedWindows.removeValue(forKey: key)
       queue.failed.removeValue(forKey: key)
     }
   }
@@ -171,41 +227,17 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
   /// Saves batches until nothing it may take waits.
   private func flush() async {
     while true {
-      let taken = self.queue.withLock { queue -> (batch: [(Key, Pending)], windows: [Bool])? in
-        let batch = queue.pending.filter { queue.inFlight[$0.key] == nil }
-        guard !batch.isEmpty else {
+      let taken = self.queue.withLock { queue in
+        guard let taken = queue.takeBatch() else {
           queue.flushes -= 1
-          return nil
+          return nil as (id: Int, writes: [SessionWrite<Key, State>], sends: Int)?
         }
-        // NB: a window unchanged since this lease last wrote it is not written again: most saves
-        // carry the state alone.
-        let windows = batch.map { key, pending in
-          pending.idempotency.version != queue.savedWindows[key] ?? 0
-        }
-        for (key, pending) in batch {
-          queue.pending.removeValue(forKey: key)
-          queue.inFlight[key] = InFlight(version: pending.version, waiters: pending.waiters)
-          queue.statistics.sends += pending.waiters.count
-        }
-        queue.statistics.saves += 1
-        queue.statistics.states += batch.count
-        return (Array(batch), windows)
+        return taken
       }
-      guard let (batch, windows) = taken else { return }
-      let writes = zip(batch, windows).map { entry, writesWindow in
-        SessionWrite(
-          key: entry.0,
-          state: entry.1.state,
-          token: entry.1.token,
-          idempotency: writesWindow ? entry.1.idempotency.record : nil
-        )
-      }
+      guard let (id, writes, sends) = taken else { return }
       let outcome: Result<[SessionSaveResult], any Error>
       let start = ContinuousClock.now
-      let interval = self.observer?.saveStarted(
-        states: writes.count,
-        sends: batch.reduce(0) { $0 + $1.1.waiters.count }
-      )
+      let interval = self.observer?.saveStarted(states: writes.count, sends: sends)
       defer {
         self.observer?.sessionsSaved(count: writes.count, duration: start.duration(to: .now))
       }
@@ -223,52 +255,24 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
       } else {
         interval?.end(error: nil)
       }
-      self.finish(batch, outcome)
+      self.finish(flight: id, outcome)
     }
   }
 
-  private func finish(_ batch: [(Key, Pending)], _ outcome: Result<[SessionSaveResult], any Error>)
-  {
-    var resumptions: [(Waiter, SessionError?)] = []
+  private func finish(flight id: Int, _ outcome: Result<[SessionSaveResult], any Error>) {
+    var resumptions = Resumptions<Waiter>()
+    var failedWaiters: [(Waiter, SessionError)] = []
     var failures: [(Key, UInt64, SaveFailure)] = []
     self.queue.withLock { queue in
-      for (index, (key, pending)) in batch.enumerated() {
-        var waiters = queue.inFlight.removeValue(forKey: key)?.waiters ?? pending.waiters
+      guard let place = queue.flights.firstIndex(where: { $0.id == id }) else {
+        preconditionFailure("A save finished whose batch is not in flight.")
+      }
+      let batch = queue.flights.remove(at: place).batch
+      for (key, pending) in batch {
         let failure: (SessionError, SaveFailure)?
         switch outcome {
         case .success(let results):
-          switch results[index] {
-          case .saved:
-            queue.saved[key] = max(queue.saved[key] ?? 0, pending.version)
-            queue.savedWindows[key] = max(
-              queue.savedWindows[key] ?? 0,
-              pending.idempotency.version
-            )
-            failure = nil
-          case .staleToken(let owner):
-            failure = (
-              .ownershipLost(
-                key: "\(key)",
-                message: """
-                  the save was refused: \(owner.map { "'\($0)'" } ?? "another owner") holds the \
-                  session's lease now (this instance's lease expired or was taken over); send to \
-                  the owner, or retry once its lease has expired
-                  """
-              ),
-              .ownershipLost(currentOwner: owner)
-            )
-          case .refused(let reason):
-            failure = (
-              .storageFailed(
-                key: "\(key)",
-                message: """
-                  the storage refused this session's state (\(reason)); the session goes back to \
-                  its last saved state
-                  """
-              ),
-              .refused
-            )
-          }
+          failure = Self.failure(of: results[pending.index], key: key)
         case .failure(let error):
           failure = (
             .storageFailed(
@@ -278,21 +282,67 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
             .refused
           )
         }
-        if let (error, kind) = failure {
-          // NB: what waits behind the failed state includes it: it fails too, and nothing later
-          // of this lease is taken (the registry discards the store, then forgets the key).
-          if let queued = queue.pending.removeValue(forKey: key) { waiters += queued.waiters }
-          queue.failed[key] = (pending.token, error)
-          failures.append((key, pending.token, kind))
-          for waiter in waiters { resumptions.append((waiter, error)) }
-        } else {
-          for waiter in waiters { resumptions.append((waiter, nil)) }
+        guard let (error, kind) = failure else {
+          Self.record(pending, in: &queue.saved[key, default: Saved()])
+          resumptions.append(contentsOf: pending.waiters)
+          continue
         }
+        // NB: what waits behind the failed state includes it: it fails too, and nothing later
+        // of this lease is taken (the registry discards the store, then forgets the key).
+        var waiters = pending.waiters
+        if let queued = queue.pending.removeValue(forKey: key) {
+          waiters.append(contentsOf: queued.waiters)
+        }
+        queue.failed[key] = (pending.token, error)
+        failures.append((key, pending.token, kind))
+        for waiter in waiters.all { failedWaiters.append((waiter, error)) }
       }
     }
     for (key, token, kind) in failures { self.saveFailed(key, token, kind) }
-    for (waiter, failure) in resumptions {
-      if let failure { waiter.resume(throwing: failure) } else { waiter.resume() }
+    if let first = resumptions.first {
+      first.resume()
+      for waiter in resumptions.others { waiter.resume() }
+    }
+    for (waiter, failure) in failedWaiters { waiter.resume(throwing: failure) }
+  }
+
+  /// Records in `saved` that `pending`'s state and window are saved.
+  private static func record(_ pending: Pending, in saved: inout Saved) {
+    saved.version = max(saved.version, pending.version)
+    saved.window = max(saved.window, pending.idempotency.version)
+  }
+
+  /// Why one write of a batch failed, as its senders and the registry see it; `nil` if saved.
+  private static func failure(
+    of result: SessionSaveResult,
+    key: Key
+  ) -> (SessionError, SaveFailure)? {
+    switch result {
+    case .saved:
+      return nil
+    case .staleToken(let owner):
+      return (
+        .ownershipLost(
+          key: "\(key)",
+          message: """
+            the save was refused: \(owner.map { "'\($0)'" } ?? "another owner") holds the \
+            session's lease now (this instance's lease expired or was taken over); send to \
+            the owner, or retry once its lease has expired
+            """
+        ),
+        .ownershipLost(currentOwner: owner)
+      )
+    case .refused(let reason):
+      return (
+        .storageFailed(
+          key: "\(key)",
+          message: """
+            the storage refused this session's state (\(reason)); the session goes back to \
+            its last saved state
+            """
+        ),
+        .refused
+      )
     }
   }
 
