@@ -35,6 +35,9 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
 
   /// How long a lease lasts without renewal.
   public let leaseDuration: Duration
+  /// Two saves in flight: while one is in SQLite's writer, the next batch is encoded and queued
+  /// behind it, so the writer goes from one transaction to the next with no gap.
+  public var concurrentSaves: Int { 2 }
   /// The database file.
   public let path: String
   /// The version of `State` this app reads and writes; rows are stored with it.
