@@ -394,6 +394,15 @@ private struct DiskFull: Error, CustomStringConvertible {
     #expect(IdempotencyRecord.digest(of: "a") == 0xaf63_dc4c_8601_ec8c)
   }
 
+  @Test func aRecordsBytesAreLittleEndianDigestsAsEarlierVersionsStoredThem() {
+    let record = IdempotencyRecord(digests: [0x0102_0304_0506_0708, 0xff])
+    #expect(record.bytes == [8, 7, 6, 5, 4, 3, 2, 1, 0xff, 0, 0, 0, 0, 0, 0, 0])
+    #expect(
+      IdempotencyRecord(bytes: [1, 0, 0, 0, 0, 0, 0, 0x80])?.digests == [0x8000_0000_0000_0001]
+    )
+    #expect(IdempotencyRecord(bytes: [])?.digests == [])
+  }
+
   @Test func aSaveWritesTheWindowOnlyWhenItChanged() async throws {
     let storage = LedgerStorage()
     let ledgers = registry("a", storage)
