@@ -35,8 +35,9 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
 
   /// How long a lease lasts without renewal.
   public let leaseDuration: Duration
-  /// Four saves in flight at once: their round trips to the server overlap.
-  public var concurrentSaves: Int { 4 }
+  /// How many saves may be in flight at once, each on a connection of the client's pool: their
+  /// round trips to the server overlap.
+  public let concurrentSaves: Int
   /// The version of `State` this app reads and writes; rows are stored with it.
   public let stateVersion: Int
   private let migrate: (@Sendable (StoredState) throws -> State)?
@@ -51,6 +52,9 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
   ///   - table: The table's name (lowercase letters, digits and `_`).
   ///   - leaseDuration: How long a lease lasts without renewal.
   ///   - stateVersion: The version of `State` this app reads and writes (1 for the first).
+  ///   - concurrentSaves: How many saves may be in flight at once. Two keep a server on the same
+  ///     machine busy with batches of a useful size; a server across a network, with longer round
+  ///     trips, keeps up with more. Each save in flight takes a connection of the client's pool.
   ///   - logger: Where the storage's queries log; none by default.
   ///   - migrate: Turns a state stored at an older version into the current one; `nil` refuses
   ///     older states.
@@ -61,6 +65,7 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     table: String = "sessions",
     leaseDuration: Duration = .seconds(10),
     stateVersion: Int = 1,
+    concurrentSaves: Int = 2,
     logger: Logger = Logger(
       label: "unidirectional.postgres",
       factory: { _ in SwiftLogNoOpLogHandler() }
@@ -73,10 +78,14 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     guard stateVersion >= 1 else {
       throw PostgresSessionStorageError.invalidStateVersion(stateVersion)
     }
+    guard concurrentSaves >= 1 else {
+      throw PostgresSessionStorageError.invalidConcurrentSaves(concurrentSaves)
+    }
     self.client = client
     self.table = table
     self.leaseDuration = leaseDuration
     self.stateVersion = stateVersion
+    self.concurrentSaves = concurrentSaves
     self.migrate = migrate
     self.logger = logger
     try await self.createOrCheckSchema()
@@ -474,6 +483,8 @@ public enum PostgresSessionStorageError: Error, CustomStringConvertible {
   case invalidTable(String)
   /// A state version below 1.
   case invalidStateVersion(Int)
+  /// Fewer than one save in flight.
+  case invalidConcurrentSaves(Int)
   /// The database could not be reached, or a statement failed.
   case databaseUnavailable(String)
   /// The table exists with other columns.
@@ -490,6 +501,8 @@ public enum PostgresSessionStorageError: Error, CustomStringConvertible {
       "'\(table)' is not a valid table name (lowercase letters, digits and '_', at most 63)"
     case .invalidStateVersion(let version):
       "the state version must be at least 1, not \(version)"
+    case .invalidConcurrentSaves(let count):
+      "concurrentSaves must be at least 1, not \(count)"
     case .databaseUnavailable(let reason):
       "the PostgreSQL database failed: \(reason)"
     case .schemaMismatch(let table, let expected, let found):

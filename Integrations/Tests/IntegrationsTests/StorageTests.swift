@@ -88,6 +88,20 @@ func checkStorageContract(
   await b.shutdown(gracePeriod: .seconds(1))
 }
 
+/// Set-up that is wrong is refused with an error naming it, before anything is read or written.
+@Suite struct StorageSetUpTests {
+  @Test func aPostgresStorageRefusesNoSaveInFlightBeforeItConnects() async throws {
+    // NB: a client that is not running and points nowhere: the check comes first.
+    let client = PostgresClient(
+      configuration: postgresConfiguration(URL(string: "postgres://nobody@127.0.0.1:1/none")!)
+    )
+    let error = await #expect(throws: PostgresSessionStorageError.self) {
+      _ = try await PostgresSessionStorage<String, Cart.State>(client: client, concurrentSaves: 0)
+    }
+    #expect(error?.description == "concurrentSaves must be at least 1, not 0")
+  }
+}
+
 @Suite(.timeLimit(.minutes(2))) struct SQLiteStorageTests {
   @Test func theStorageContractHoldsOnSQLite() async throws {
     let directory = try temporaryDirectory()
