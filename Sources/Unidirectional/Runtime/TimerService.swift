@@ -73,11 +73,6 @@ final class TimerService<C: Clock<Duration>>: TimerHost {
     return system.nanosecondsSinceOrigin()
   }
 
-  /// Timers queued and not yet fired (tests and benchmarks).
-  var armedCount: Int {
-    self.state.withLock { $0.queue.count }
-  }
-
   @usableFromInline func arm(_ entry: TimerEntry) {
     let generation = self.state.withLock { state -> UInt64? in
       // NB: a cancellation sets the flag before it disarms; checked under the lock, so either
