@@ -326,6 +326,33 @@ private func makeRegistry(
     }
   }
 
+  @Test func twoSavesInFlightNeverCarryOneKeyAndAKeyInFlightWaitsForTheNextBatch() async throws {
+    let storage = InMemorySessionStorage<String, SessionLedger.State>(clock: TestClock())
+    let gated = GatedStorage(storage, concurrentSaves: 2)
+    let registry = StoreRegistry(storage: gated, owner: "a", clock: TestClock()) { key in
+      SessionLedger.State(key: key)
+    } reducer: {
+      SessionLedger(clock: ContinuousClock(), gate: Gate())
+    }
+    try await registry.send(.append(0), to: "k0")
+    try await registry.send(.append(0), to: "k1")
+    gated.hold()
+    let first = Task { try await registry.send(.append(1), to: "k0") }
+    await gated.waitUntilHeld(1)
+    // Another key takes the second save in flight.
+    let second = Task { try await registry.send(.append(1), to: "k1") }
+    await gated.waitUntilHeld(2)
+    // The first key again, while its save is in flight: it waits for the next batch.
+    let third = Task { try await registry.send(.append(2), to: "k0") }
+    await registry.waitUntilSavesQueued(1)
+    gated.release()
+    _ = try await (first.value, second.value, third.value)
+    #expect(registry.saveStatistics == SaveStatistics(saves: 5, states: 5, sends: 5))
+    #expect(storage.storedState(for: "k0")?.applied == [0, 1, 2])
+    #expect(storage.storedState(for: "k1")?.applied == [0, 1])
+    await registry.shutdown(gracePeriod: .seconds(1))
+  }
+
   @Test func aSendWaitsForItsStatesSaveAndManyWaitingSendsShareOneSave() async throws {
     let storage = InMemorySessionStorage<String, SessionLedger.State>(clock: TestClock())
     let gated = GatedStorage(storage)
@@ -380,20 +407,28 @@ final class GatedStorage<Key: Hashable & Sendable, State: Sendable>: SessionStor
   }
   private let gate = LockIsolated(Contents())
 
-  init(_ base: InMemorySessionStorage<Key, State>) { self.base = base }
+  let concurrentSaves: Int
+
+  init(_ base: InMemorySessionStorage<Key, State>, concurrentSaves: Int = 1) {
+    self.base = base
+    self.concurrentSaves = concurrentSaves
+  }
 
   var leaseDuration: Duration { self.base.leaseDuration }
 
   func hold() { self.gate.withValue { $0.holding = true } }
 
-  func waitUntilHeld() async {
-    await withCheckedContinuation { continuation in
-      let held = self.gate.withValue { gate -> Bool in
-        if !gate.held.isEmpty { return true }
-        gate.watchers.append(continuation)
-        return false
+  /// Returns once `count` saves are held (each held save wakes the watchers to check).
+  func waitUntilHeld(_ count: Int = 1) async {
+    while !self.gate.withValue({ $0.held.count >= count }) {
+      await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        let held = self.gate.withValue { gate -> Bool in
+          if gate.held.count >= count { return true }
+          gate.watchers.append(continuation)
+          return false
+        }
+        if held { continuation.resume() }
       }
-      if held { continuation.resume() }
     }
   }
 
