@@ -60,9 +60,8 @@ struct EffectStateMachine<Job, Waiter, Slot: UnitSlot> {
     var listedFinishWaiters: [EffectID: Waiter] = [:]
   }
 
-  // NB: reads of an unallocated `occasional` build no box and no value; writes allocate it once.
-  // Hot paths check `isEmpty` before they write (a re-armed timer's cancellation clears its debounce only
-  // when there are debounces).
+  // NB: reads of an unallocated `occasional` build no box and no value; writes allocate it once,
+  // so hot paths check `isEmpty` before they write.
   var origins: [LifetimeID: EffectOrigin] {
     get { self.occasional.read({ $0.origins }, unallocated: .init()) }
     _modify { yield &self.occasional.value.origins }

@@ -6,6 +6,7 @@ struct Resumptions<Waiter> {
   init() {}
 
   var isEmpty: Bool { self.first == nil }
+  var count: Int { self.first == nil ? 0 : 1 + self.others.count }
 
   mutating func append(_ waiter: Waiter) {
     if self.first == nil { self.first = waiter } else { self.others.append(waiter) }

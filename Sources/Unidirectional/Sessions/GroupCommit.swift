@@ -52,7 +52,7 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
 
     /// Sends waiting for the next batch.
     var queuedSends: Int {
-      self.pending.values.reduce(0) { $0 + 1 + $1.waiters.others.count }
+      self.pending.values.reduce(0) { $0 + $1.waiters.count }
     }
 
     /// The flight carrying `key`, if one does.
@@ -92,7 +92,7 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
       for index in batch.indices {
         let (key, pending) = batch[index]
         batch.values[index].index = writes.count
-        sends += 1 + pending.waiters.others.count
+        sends += pending.waiters.count
         // NB: a window unchanged since this lease last wrote it is not written again: most saves
         // carry the state alone.
         let writesWindow = pending.idempotency.version != self.saved[key]?.window ?? 0
@@ -228,10 +228,8 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
   private func flush() async {
     while true {
       let taken = self.queue.withLock { queue in
-        guard let taken = queue.takeBatch() else {
-          queue.flushes -= 1
-          return nil as (id: Int, writes: [SessionWrite<Key, State>], sends: Int)?
-        }
+        let taken = queue.takeBatch()
+        if taken == nil { queue.flushes -= 1 }
         return taken
       }
       guard let (id, writes, sends) = taken else { return }

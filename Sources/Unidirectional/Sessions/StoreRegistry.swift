@@ -73,8 +73,8 @@ where R.State: Sendable {
   /// the rest of the idle period). A separate timer object, its closure and the weak references
   /// it held were ~300 B of every session (the bytes-per-session target is 1.5 KB).
   // Safety: `phase`, `token`, `waiters`, `ownershipWasLost`, `saveFailed`, `isErasing`,
-  // `idempotentSends` and `isIdleTimerArmed` are read and written only under the registry's
-  // lock; the timer's fields as `TimerEntry` says; the rest is
+  // `idempotentSends`, `isIdleTimerArmed`, `savesInProgress` and `drainWaiters` are read and
+  // written only under the registry's lock; the timer's fields as `TimerEntry` says; the rest is
   // immutable (`registry` is written once, in `init`).
   @usableFromInline final class Entry: TimerEntry, @unchecked Sendable {
     enum Phase {
