@@ -24,7 +24,20 @@ import Unidirectional
 ///   key and is left as it is.
 /// - A state past ``maximumStateSize`` is refused on its own; the rest of its batch is saved.
 ///
-/// The client must be running (`client.run()`, or as a service of the server's group).
+/// The initializer queries the database, so the client must already be running. Run it as a child
+/// task of a group around the whole service, cancelled after the service group (and with it the
+/// registry's final saves) has ended:
+///
+/// ```swift
+/// try await withThrowingDiscardingTaskGroup { group in
+///   group.addTask { await client.run() }
+///   defer { group.cancelAll() }
+///   let storage = try await PostgresSessionStorage<String, Cart.State>(client: client)
+///   let carts = StoreRegistry(storage: storage, owner: "node-a") { ... } reducer: { ... }
+///   let app = Application(router: router, services: [carts])  // Hummingbird's
+///   try await app.runService()  // SIGTERM: the server stops, then the registry saves
+/// }
+/// ```
 public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codable & Sendable>:
   SessionStorage
 {
@@ -48,7 +61,7 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
   /// Connects to the table (creating or upgrading it).
   ///
   /// - Parameters:
-  ///   - client: A running client (`client.run()`, or a service of the server's group).
+  ///   - client: A running client (see the pattern above).
   ///   - table: The table's name (lowercase letters, digits and `_`).
   ///   - leaseDuration: How long a lease lasts without renewal.
   ///   - stateVersion: The version of `State` this app reads and writes (1 for the first).
