@@ -11,6 +11,27 @@ import UnidirectionalServer
 struct AddItem: Decodable {
   var item: String
   var quantity: Int
+
+  private enum CodingKeys: String, CodingKey { case item, quantity }
+
+  init(from decoder: any Decoder) throws {
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    self.item = try container.decode(String.self, forKey: .item)
+    do {
+      self.quantity = try container.decode(Int.self, forKey: .quantity)
+    } catch let error as DecodingError {
+      throw error
+    } catch {
+      // NB: Foundation's decoder throws an error of its own for a number that does not fit `Int`
+      // (1.5, 1e30), which its top level reports as data that is not JSON at all, with no coding
+      // path; said here as what it is.
+      throw DecodingError.dataCorruptedError(
+        forKey: .quantity,
+        in: container,
+        debugDescription: "not a whole number that fits in 64 bits"
+      )
+    }
+  }
 }
 
 /// The longest customer, item or idempotency key taken, in UTF-8 bytes (after percent-decoding).
@@ -169,6 +190,8 @@ private func describing(_ error: any Error) -> String {
   case .keyNotFound(let key, _): "'\(key.stringValue)' is missing"
   case .typeMismatch(_, let context), .valueNotFound(_, let context):
     "'\(context.codingPath.map(\.stringValue).joined(separator: "."))' has the wrong type"
+  case .dataCorrupted(let context) where !context.codingPath.isEmpty:
+    "'\(context.codingPath.map(\.stringValue).joined(separator: "."))' is \(context.debugDescription)"
   case .dataCorrupted: "it is not valid JSON"
   default: "it could not be read"
   }

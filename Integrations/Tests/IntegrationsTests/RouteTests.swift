@@ -241,6 +241,32 @@ private func errorMessage(
     }
   }
 
+  @Test func aNumberItsFieldCannotHoldIsNamedNotCalledInvalidJSON() async throws {
+    try await withServer { client, _ in
+      for quantity in ["1.5", "99999999999999999999999"] {
+        try await client.execute(
+          uri: "/carts/alice/items",
+          method: .post,
+          body: ByteBuffer(string: #"{"item": "apple", "quantity": \#(quantity)}"#)
+        ) { response in
+          #expect(response.status == .badRequest)
+          let message = try errorMessage(response)
+          #expect(message.contains("'quantity'"), "\(message)")
+          #expect(!message.contains("not valid JSON"), "\(message)")
+        }
+      }
+      try await client.execute(
+        uri: "/carts/alice/items",
+        method: .post,
+        body: ByteBuffer(string: "{")
+      ) {
+        response in
+        let message = try errorMessage(response)
+        #expect(message.contains("not valid JSON"), "\(message)")
+      }
+    }
+  }
+
   @Test func malformedBodiesAre400AndAHugeOneIsA413() async throws {
     try await withServer { client, _ in
       let bodies = [
