@@ -111,7 +111,7 @@ struct Gate {
 // NB: a re-arm is 1: the timer's payload (the record is re-armed in place, the lifetime token of
 // the send before is reused when nothing holds it, and a plain identifier of at most 8 bytes is
 // kept in place, not boxed). Arming is 1 too: the payload, which becomes the record when nothing
-// else holds the effect, or the store's kept record of a timer that ended. An emitted
+// else holds the effect. An emitted
 // action allocates nothing: at a threshold of 1 the "far below" check sat exactly at 0, and a
 // run whose empty burst happened to allocate more than the full one (-0.0002) failed it.
 // A session request (the benchmark's: a merge of the re-armed idle timer and a `.run`, through a
@@ -175,9 +175,8 @@ func measure(cycleCount: Int, rounds: Int) async -> [Gate] {
   start = allocations()
   for store in timerStores { await store.send(.armIdle) }
   let armTimer = Double(allocations() - start) / Double(timerCount)
-  // With no ended record to reuse (the stores above reused the one `cancelIdle` ended): here the
-  // ended record is still held by the `StoreTask` of the send that armed it, so it cannot be
-  // reused, and the effect's payload becomes the record.
+  // With the last timer's record still held by the `StoreTask` of the send that armed it: the
+  // effect's payload becomes the new record all the same.
   let heldTimerStores = (0..<timerCount).map { _ in
     Store(initialState: Feature.State()) { Feature() }
   }
@@ -317,7 +316,7 @@ func measure(cycleCount: Int, rounds: Int) async -> [Gate] {
       target: 1
     ),
     Gate(
-      name: "arming a timer when no ended record can be reused",
+      name: "arming a timer while the last one's task is held",
       threshold: thresholds.armWithoutReuse,
       measured: armWithoutReuse,
       target: 1

@@ -106,38 +106,6 @@ private struct Timers: Reducer {
     await second.shutdown()
   }
 
-  @Test func anEndedRecordIsReusedAndFiresCancelsAndKeepsArmingOrderLikeANewOne() async throws {
-    let clock = TestClock()
-    let store = Store(initialState: Timers.State()) { Timers(clock: clock) }
-    // A timer fires; its record ends and is kept.
-    await store.send(.armKept(1))
-    let first = try #require(self.record(1, in: store))
-    await clock.advance(by: .seconds(1))
-    #expect(await store.state.fired == [1])
-    #expect(store.core.supervisor?.hasSpareTimer == true)
-    // The next timer, whose payload the reducer holds, takes it; a second one due at the same
-    // instant fires after it.
-    await store.send(.armKept(2))
-    #expect(self.record(2, in: store) == first)
-    #expect(store.core.supervisor?.hasSpareTimer == false)
-    await store.send(.armKept(3))
-    #expect(self.record(3, in: store) != first)
-    // Cancelled, the reused record sends nothing, and its record is kept again.
-    await store.send(.cancel(2))
-    await clock.advance(by: .seconds(1))
-    #expect(await store.state.fired == [1, 3])
-    // Reused once more (its cancellation and arming order reset), it fires in arming order.
-    await store.send(.armKept(4))
-    await store.send(.armKept(5))
-    #expect(self.record(4, in: store) == first)
-    await clock.advance(by: .seconds(1))
-    #expect(await store.state.fired == [1, 3, 4, 5])
-    #expect(store.liveEffectCount == 0)
-    // NB: only then: a shutdown waits for live effects, and a record reused with its old flags
-    // never ends (the failures above are the report, not a hang).
-    if store.liveEffectCount == 0 { await store.shutdown() }
-  }
-
   @Test func aRecordAStoreTaskStillHoldsIsNotReusedForTheNextTimer() async throws {
     let clock = TestClock()
     let store = Store(initialState: Timers.State()) { Timers(clock: clock) }
@@ -154,29 +122,5 @@ private struct Timers: Reducer {
     await second.finish()
     #expect(await store.state.fired == [2])
     await store.shutdown()
-  }
-
-  @Test func aShutDownStoreKeepsNoRecordSoNothingKeepsItsRuntimeAlive() async throws {
-    let clock = TestClock()
-    let store = Store(initialState: Timers.State()) { Timers(clock: clock) }
-    await store.send(.arm(1))
-    await clock.advance(by: .seconds(1))
-    let supervisor = try #require(store.core.supervisor)
-    #expect(supervisor.hasSpareTimer)
-    // The kept record holds the supervisor: kept past the store's end, the two would leak.
-    await store.shutdown()
-    #expect(!supervisor.hasSpareTimer)
-    // A timer that ends after the shutdown (a firing under way then) is not kept either.
-    let core = try #require(store.core as? RootCore<Timers.State, Timers.Action>)
-    let late = SendTimerOperation<Timers.Action>(
-      lifetime: nil,
-      action: .fired(2),
-      host: clock,
-      deadline: .zero,
-      delivery: EffectDelivery(receiver: core.isolation),
-      supervisor: supervisor
-    )
-    supervisor.offerSpareTimer(late)
-    #expect(!supervisor.hasSpareTimer)
   }
 }

@@ -57,7 +57,6 @@ extension EffectSupervisor {
   @usableFromInline @discardableResult
   func shutDown() -> Bool {
     let shutDown = self.guarded.withLock { $0.machine.shutDown() }
-    self.closeSpareTimer()
     self.perform(shutDown.cancellation)
     return shutDown.ended
   }

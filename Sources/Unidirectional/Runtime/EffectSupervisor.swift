@@ -57,19 +57,9 @@ import Synchronization
 
   /// The machine and what else the lock guards; touched only by the supervisor's own files.
   let guarded = LockedBox(Guarded())
-  /// What is read without the lock, in one word: bit 0 is set when a graceful shutdown begins
-  /// (``beginDraining()``, read by the planner), bit 1 when the supervisor shuts down (no record
-  /// is kept after that); the other bits are a one-shot timer record that ended, retained, kept
-  /// for the store's next timer (0: none; a record's 16-byte-aligned address leaves the low bits
-  /// free), so that arming it allocates no record (``takeSpareTimer()``).
-  ///
-  /// NB: one word, not flags and a word: the supervisor stays in malloc's 64 B class (80 B with
-  /// a word of its own, 16 B of every store with effects). The kept record holds the supervisor
-  /// (and the store's isolation): ``shutDown()`` lets go of it, or the two would keep each other.
-  let drainingAndSpare = Atomic<UInt>(0)
-  static let drainingBit: UInt = 1
-  static let closedBit: UInt = 2
-  static let flagBits: UInt = 3
+  /// Whether a graceful shutdown has begun (``beginDraining()``), read by the planner without the
+  /// lock.
+  let draining = Atomic<Bool>(false)
   /// A test executor, a custom reporter or an observer; `nil` for a plain store's effects (the
   /// supervisor is then ~80 B smaller).
   let extras: Extras?
@@ -136,7 +126,6 @@ import Synchronization
   }
 
   deinit {
-    self.dropSpareTimer()
     self.guarded.withLock { $0.machine.releaseListed() }
   }
 
@@ -490,9 +479,6 @@ import Synchronization
   func complete(_ token: any EffectUnit) {
     let finish = self.guarded.withLock { $0.machine.finish(token.id) }
     if case .finished(let resumptions) = finish { Self.resume(resumptions) }
-    if token.loadFlags() & UnitFlags.timer != 0 {
-      self.offerSpareTimer(unsafeDowncast(token as AnyObject, to: TimerEntry.self))
-    }
   }
 
   /// Finishes a unit whose job will not run it.
@@ -516,7 +502,7 @@ import Synchronization
   /// Starts a graceful shutdown: cancels the effects marked `cancelledOnShutdown()`, and makes
   /// later marked effects start cancelled (``Effect/cancelledOnShutdown()``).
   func beginDraining() {
-    self.drainingAndSpare.bitwiseOr(Self.drainingBit, ordering: .releasing)
+    self.draining.store(true, ordering: .releasing)
     self.perform(
       self.guarded.withLock { guarded in
         guarded.isDraining = true
@@ -532,7 +518,7 @@ import Synchronization
 
   /// ``isDraining`` without the lock, for the planner.
   @usableFromInline var hasBegunDraining: Bool {
-    self.drainingAndSpare.load(ordering: .acquiring) & Self.drainingBit != 0
+    self.draining.load(ordering: .acquiring)
   }
 
   /// Cancels every unit, leaving the store open.
@@ -546,7 +532,6 @@ import Synchronization
     if let timer = cancellation.timers.first {
       timer.host.disarm(timer)
       for timer in cancellation.timers.others { timer.host.disarm(timer) }
-      self.offerSpareTimer(timer)
     }
     Self.resume(cancellation.resumptions)
     guard !cancellation.tasks.isEmpty || !cancellation.listedTasks.isEmpty else { return }

@@ -133,11 +133,10 @@ extension Duration {
   /// ``TestClock``.
   var drainer: (any ManualDrainer)? { nil }
 
-  /// Makes an ended record (the store's spare, ``EffectSupervisor/takeSpareTimer()``) or an
-  /// effect's payload a timer of `lifetime` due at `deadline`: nothing else holds it, so nothing
-  /// reads it meanwhile.
+  /// Makes an effect's payload a timer of `lifetime` due at `deadline`: nothing else holds it, so
+  /// nothing reads it meanwhile.
   @usableFromInline final func prepareForReuse(lifetime: (any EffectUnit)?, deadline: Duration) {
-    precondition(self.heapSlot < 0, "A queued timer record was reused.")
+    precondition(self.heapSlot < 0, "A queued timer was taken as a payload.")
     self.owner = lifetime
     self.deadline = deadline
     self.flags.store(UnitFlags.timer, ordering: .relaxed)
@@ -290,8 +289,7 @@ extension Duration {
   }
 
   /// The record of the store `supervisor` for the timer of `timer`, a payload, due its delay from
-  /// now: the store's spare record when it has one that fits, else the payload itself when
-  /// nothing else holds it, else a copy.
+  /// now: the payload itself when nothing else holds it, else a copy.
   ///
   /// NB: inlinable, so it is specialized with the planner for the store's action: the generic
   /// version looked up the record's type metadata at run time for every armed timer.
@@ -305,19 +303,6 @@ extension Duration {
     var timer = timer
     let deadline = host.deadline(after: timer.delay)
     let interval = timer.interval
-    if !timer.startsEffect, interval.isZeroLength, let spare = supervisor.takeSpareTimer() {
-      if ObjectIdentifier(type(of: spare)) == ObjectIdentifier(SendTimerOperation<Action>.self),
-        spare.host === host
-      {
-        // NB: the same store (the spare is its supervisor's), so the same delivery and
-        // supervisor. Taken first: adopting the payload instead would leave the store holding
-        // the spare as well as the armed record.
-        let record = unsafeDowncast(spare, to: SendTimerOperation<Action>.self)
-        record.prepareForReuse(lifetime: lifetime, deadline: deadline)
-        record.payload = timer.action.unsafelyUnwrapped
-        return record
-      }
-    }
     if isKnownUniquelyReferenced(&timer) {
       // Nothing else holds the effect: its payload becomes the record.
       timer.prepareForReuse(lifetime: lifetime, deadline: deadline)
