@@ -3,9 +3,7 @@
 /// The state machine's maps (live units, lifetimes, cancellation identifiers) hold one entry for
 /// most stores (a connection with its one timer), and a `Dictionary` with one entry is a 200-350 B
 /// allocation. This one allocates only from the second entry on, and drops what it allocated when
-/// the count falls back to one. Up to ``fewLimit`` entries live in a plain array searched in order
-/// (a session's armed timer and the `.run` of its current request: a dictionary made and dropped
-/// per request, hashing both keys each way, was a tenth of the request); past that, a dictionary.
+/// the count falls back to one.
 ///
 /// NB: mutations go through ``update(_:_:)`` (a non-escaping closure over the value in place), not
 /// through `dict[key]?.field = ...`, whose `_modify` coroutine allocated its frame on the heap for
@@ -14,13 +12,8 @@ struct SmallMap<Key: Hashable, Value> {
   enum Storage {
     case empty
     case one(Key, Value)
-    /// Two to ``fewLimit`` entries, in no particular order.
-    case few(ContiguousArray<(key: Key, value: Value)>)
     case many([Key: Value])
   }
-
-  /// The most entries kept in an array.
-  static var fewLimit: Int { 8 }
 
   private(set) var storage = Storage.empty
 
@@ -37,7 +30,6 @@ struct SmallMap<Key: Hashable, Value> {
     switch self.storage {
     case .empty: 0
     case .one: 1
-    case .few(let entries): entries.count
     case .many(let entries): entries.count
     }
   }
@@ -47,7 +39,6 @@ struct SmallMap<Key: Hashable, Value> {
     switch self.storage {
     case .empty: return nil
     case .one(let existing, let value): return existing == key ? value : nil
-    case .few(let entries): return entries.first { $0.key == key }?.value
     case .many(let entries): return entries[key]
     }
   }
@@ -57,7 +48,6 @@ struct SmallMap<Key: Hashable, Value> {
     switch self.storage {
     case .empty: false
     case .one(let existing, _): existing == key
-    case .few(let entries): entries.contains { $0.key == key }
     case .many(let entries): entries.index(forKey: key) != nil
     }
   }
@@ -74,20 +64,7 @@ struct SmallMap<Key: Hashable, Value> {
       if existing == key {
         self.storage = .one(key, value)
       } else {
-        self.storage = .few([(existing, old), (key, value)])
-      }
-    case .few(var entries):
-      if let index = entries.firstIndex(where: { $0.key == key }) {
-        entries[index].value = value
-        self.storage = .few(entries)
-      } else if entries.count < Self.fewLimit {
-        entries.append((key, value))
-        self.storage = .few(entries)
-      } else {
-        var many = [Key: Value](minimumCapacity: 2 * Self.fewLimit)
-        for entry in entries { many[entry.key] = entry.value }
-        many[key] = value
-        self.storage = .many(many)
+        self.storage = .many([existing: old, key: value])
       }
     case .many(var entries):
       entries[key] = value
@@ -104,10 +81,6 @@ struct SmallMap<Key: Hashable, Value> {
       defer { self.storage = .one(existing, value) }
       guard existing == key else { return nil }
       return body(&value)
-    case .few(var entries):
-      defer { self.storage = .few(entries) }
-      guard let index = entries.firstIndex(where: { $0.key == key }) else { return nil }
-      return body(&entries[index].value)
     case .many(var entries):
       defer { self.storage = .many(entries) }
       guard let index = entries.index(forKey: key) else { return nil }
@@ -127,20 +100,6 @@ struct SmallMap<Key: Hashable, Value> {
         return nil
       }
       return value
-    case .few(var entries):
-      guard let index = entries.firstIndex(where: { $0.key == key }) else {
-        self.storage = .few(entries)
-        return nil
-      }
-      let removed = entries.remove(at: index)
-      if entries.count == 1 {
-        // NB: moved out of the array, not copied from it before the array is freed.
-        let last = entries.removeLast()
-        self.storage = .one(last.key, last.value)
-      } else {
-        self.storage = .few(entries)
-      }
-      return removed.value
     case .many(var entries):
       let removed = entries.removeValue(forKey: key)
       if entries.count == 1, let last = entries.first {
@@ -171,7 +130,6 @@ struct SmallMap<Key: Hashable, Value> {
     switch self.storage {
     case .empty: []
     case .one(let key, _): [key]
-    case .few(let entries): entries.map(\.key)
     case .many(let entries): Array(entries.keys)
     }
   }
@@ -181,7 +139,6 @@ struct SmallMap<Key: Hashable, Value> {
     switch self.storage {
     case .empty: []
     case .one(_, let value): [value]
-    case .few(let entries): entries.map(\.value)
     case .many(let entries): Array(entries.values)
     }
   }
@@ -191,7 +148,6 @@ struct SmallMap<Key: Hashable, Value> {
     switch self.storage {
     case .empty: []
     case .one(let key, let value): [(key, value)]
-    case .few(let entries): Array(entries)
     case .many(let entries): entries.map { ($0.key, $0.value) }
     }
   }
