@@ -1,27 +1,18 @@
-/// A set of unit identities that allocates nothing while it holds one (and drops what it
-/// allocated when it is back to one).
-///
-/// Up to ``fewLimit`` identities are a plain array searched in order (a session's lifetime holds
-/// its timer and its current request's `.run`; a `Set` made and dropped per request hashed both
-/// each way); past that, a set.
+/// A set of unit identities that allocates nothing while it holds one or two (and drops what it
+/// allocated when it is back to two).
 enum EffectIDs: Sequence, Sendable {
   case none
   case one(EffectID)
   /// Two, in the order they came: a session's lifetime holds its re-armed timer and the request's
   /// `.run` until that ends, and an array here was allocated and freed on every request.
   case two(EffectID, EffectID)
-  case few(ContiguousArray<EffectID>)
   case many(Set<EffectID>)
-
-  /// The most identities kept in an array.
-  static var fewLimit: Int { 8 }
 
   var count: Int {
     switch self {
     case .none: 0
     case .one: 1
     case .two: 2
-    case .few(let ids): ids.count
     case .many(let ids): ids.count
     }
   }
@@ -39,18 +30,7 @@ enum EffectIDs: Sequence, Sendable {
     case .one(let existing):
       if existing != id { self = .two(existing, id) }
     case .two(let first, let second):
-      if first != id && second != id { self = .few([first, second, id]) }
-    case .few(var ids):
-      guard !ids.contains(id) else { return }
-      self = .none
-      if ids.count < Self.fewLimit {
-        ids.append(id)
-        self = .few(ids)
-      } else {
-        var set = Set(ids)
-        set.insert(id)
-        self = .many(set)
-      }
+      if first != id && second != id { self = .many([first, second, id]) }
     case .many(var ids):
       self = .none
       ids.insert(id)
@@ -73,20 +53,17 @@ enum EffectIDs: Sequence, Sendable {
         self = .one(first)
       }
       return false
-    case .few(var ids):
-      guard let index = ids.firstIndex(of: id) else { return false }
-      self = .none
-      ids.remove(at: index)
-      // NB: back inline at two: an array kept past that was part of every idle session.
-      self = ids.count == 2 ? .two(ids[0], ids[1]) : .few(ids)
-      return false
     case .many(var ids):
       self = .none
       ids.remove(id)
-      if ids.count > 1 {
+      // NB: back inline at two: a set kept past that was part of every idle session.
+      if ids.count > 2 {
         self = .many(ids)
-      } else if let only = ids.first {
-        self = .one(only)
+      } else {
+        var remaining = ids.makeIterator()
+        if let first = remaining.next() {
+          self = remaining.next().map { .two(first, $0) } ?? .one(first)
+        }
       }
       return ids.isEmpty
     }
@@ -97,7 +74,6 @@ enum EffectIDs: Sequence, Sendable {
     case .none: Iterator(state: .done)
     case .one(let id): Iterator(state: .one(id))
     case .two(let first, let second): Iterator(state: .two(first, second))
-    case .few(let ids): Iterator(state: .few(ids.makeIterator()))
     case .many(let ids): Iterator(state: .many(ids.makeIterator()))
     }
   }
@@ -109,7 +85,6 @@ enum EffectIDs: Sequence, Sendable {
       case done
       case one(EffectID)
       case two(EffectID, EffectID)
-      case few(IndexingIterator<ContiguousArray<EffectID>>)
       case many(Set<EffectID>.Iterator)
     }
 
@@ -125,11 +100,6 @@ enum EffectIDs: Sequence, Sendable {
       case .two(let first, let second):
         self.state = .one(second)
         return first
-      case .few(var iterator):
-        self.state = .done
-        guard let id = iterator.next() else { return nil }
-        self.state = .few(iterator)
-        return id
       case .many(var iterator):
         self.state = .done
         guard let id = iterator.next() else { return nil }
