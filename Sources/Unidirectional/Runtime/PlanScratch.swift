@@ -15,19 +15,15 @@ import Darwin
 ///
 /// A nested use on the same thread (an observer that starts work on another store inline) finds
 /// the arrays lent and allocates its own; the first ones returned are kept.
-///
-/// NB: its fields skip the run-time exclusivity checks: a scratch belongs to one thread, and no
-/// access to a field overlaps another (each is a read or a write of the whole field); the checks
-/// were ~1% of a session request.
 @usableFromInline final class PlanScratch {
-  @exclusivity(unchecked) var steps: [PlanStep] = []
-  @exclusivity(unchecked) var jobs: [any EffectJob] = []
-  @exclusivity(unchecked) var timers: [TimerEntry] = []
+  var steps: [PlanStep] = []
+  var jobs: [any EffectJob] = []
+  var timers: [TimerEntry] = []
   /// Whether a ``Store/trySendStartingEffectsHere(_:reading:)`` on this thread collects the tasks
   /// stores are about to start (``EffectSupervisor/apply(_:jobs:)``) instead of starting them.
-  @usableFromInline @exclusivity(unchecked) var isHoldingStarts = false
+  @usableFromInline var isHoldingStarts = false
   /// The tasks it collected.
-  @usableFromInline @exclusivity(unchecked) var heldStarts = EffectStarts()
+  @usableFromInline var heldStarts = EffectStarts()
 
   /// The starts held back since ``isHoldingStarts`` was set; none are left held.
   @inlinable func takeHeldStarts() -> EffectStarts {

@@ -404,9 +404,16 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
       self.isolation.assumeIsolated { $0.root = core }
     }
     supervisor._withUnsafeGuaranteedRef { supervisor in
-      supervisor.apply(&self.planner.steps, jobs: &self.planner.jobs)
-      if !self.planner.timers.isEmpty { supervisor.arm(&self.planner.timers) }
+      Self.submit(&self.planner, to: supervisor)
     }
+  }
+
+  /// Hands what `planner` collected to `supervisor`: one access to the stored planner (passing
+  /// `&self.planner.steps` and `.jobs` to one call overlapped two, which exclusivity forbids).
+  @inlinable
+  static func submit(_ planner: inout EffectPlanner<Action>, to supervisor: EffectSupervisor) {
+    supervisor.apply(&planner.steps, jobs: &planner.jobs)
+    if !planner.timers.isEmpty { supervisor.arm(&planner.timers) }
   }
 
   @usableFromInline
