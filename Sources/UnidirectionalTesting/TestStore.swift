@@ -75,8 +75,8 @@ public final class TestStore<State: Equatable & Sendable, Action: Sendable> {
   /// The store's dependencies, as this test store last gave them to it.
   ///
   /// NB: kept here so that reading ``dependencies`` (every state assertion does, to run its
-  /// closure under them) is not a task on the executor to ask the store: that task was ~15% of a
-  /// `send` + `receive` step. Only this test store sets the store's dependencies.
+  /// closure under them) is not a task on the executor to ask the store, a hop per assertion. Only
+  /// this test store sets the store's dependencies.
   private var storeDependencies: DependencyValues
   private let location: TestLocation
 

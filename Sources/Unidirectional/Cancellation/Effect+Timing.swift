@@ -67,8 +67,8 @@ extension Effect {
     // debounced effect replaces.
     let key = CancelKey(id)
     // NB: inlinable, so a restart (the common case: a new deadline and body for the pending
-    // timer) is specialized for the feature's action; planned generically, a quarter of it was
-    // looking up type metadata.
+    // timer) is specialized for the feature's action; planned generically, it looked up type
+    // metadata.
     return Self(
       operation: .deferred { supervisor in
         let deadline = debounceDeadline(on: clock, after: duration)

@@ -113,7 +113,7 @@ where Element.State: Identifiable, Element.State.ID: Sendable {
   }
 
   // NB: inlinable, so a feature's forEach is specialized for it: unspecialized, an element's
-  // action cost ~50 sends (~7 µs), most of it generic-metadata lookups (the tuple of id and
+  // action cost dozens of sends, most of it generic-metadata lookups (the tuple of id and
   // action, the effect's types) at every step.
 
   /// Runs the element reducer for element actions, then the parent reducer.

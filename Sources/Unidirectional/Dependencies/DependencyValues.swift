@@ -74,8 +74,8 @@ public struct DependencyValues: Sendable {
   public subscript<Key: DependencyKey>(key: Key.Type) -> Key.Value {
     get {
       // NB: no `as? Key.Value`: a dynamic cast to a constrained existential such as
-      // `any Clock<Duration>` checks its requirements by demangling them, every time (1-2 µs a
-      // read, a reducer reading its clock paid 15 sends for it). The setter is the only writer,
+      // `any Clock<Duration>` checks its requirements by demangling them, every time, so a
+      // reducer reading its clock paid many sends' worth for it. The setter is the only writer,
       // and it stores a box of `Key.Value` under `Key`'s identifier.
       if !self.storage.isEmpty, let stored = self.storage[ObjectIdentifier(key)] {
         return unsafeDowncast(stored, to: OverrideBox<Key.Value>.self).value

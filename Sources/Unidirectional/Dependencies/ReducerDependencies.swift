@@ -21,9 +21,9 @@ public import CUnidirectional
 /// The dependencies in force for the reducer a store is running on this thread.
 ///
 /// A store installs its dependencies around every reduce, so the reducer reads the store's
-/// dependencies whatever the sending task has bound. A task-local would do the same at ~47 ns
-/// per reduce (measured), `pthread_setspecific` at ~3 ns per call; a C `__thread` variable
-/// (`CUnidirectional`) is one instruction. It is sound because a reduce is synchronous:
+/// dependencies whatever the sending task has bound. A task-local would do the same at a cost
+/// comparable to the send itself, `pthread_setspecific` at a call each way; a C `__thread`
+/// variable (`CUnidirectional`) is one instruction. It is sound because a reduce is synchronous:
 /// nothing else runs on the thread between installing and restoring, and nothing suspends.
 @usableFromInline enum ReducerDependencies {
   /// The dependencies installed on this thread, if a reducer is running.

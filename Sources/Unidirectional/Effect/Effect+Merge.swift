@@ -12,8 +12,8 @@ extension Effect {
   @inlinable
   public static func merge(_ effects: Self...) -> Self {
     // NB: inlinable, and the common case (no `.none`, no nested merge) keeps the argument array:
-    // forwarding to the generic `Sequence` overload cost a request of the session benchmark 7%
-    // in generic-metadata lookups and a copy.
+    // forwarding to the generic `Sequence` overload cost every merge generic-metadata lookups and
+    // a copy.
     for effect in effects {
       switch effect.operation {
       case .none, .merge: return .merge(effects as [Self])

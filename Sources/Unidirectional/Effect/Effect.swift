@@ -40,7 +40,7 @@ public struct Effect<Action: Sendable>: Sendable {
     /// An action sent after a delay, or at every interval: a record in a timer queue.
     ///
     /// NB: a class: inline, its clock and durations made every `Effect` (and so every reduce,
-    /// which returns one) ~70 B larger: a `send` returning `.none` went from 65 to 92 ns. The
+    /// which returns one) several words larger, and every `send` moved them. The
     /// store that arms it takes the instance as its timer record when nothing else holds it.
     /// `keyed`: whether the identifier folded into it (by the first `.cancellable`) applies.
     /// `marked`: whether ``Effect/cancelledOnShutdown()`` was applied to it, folded in here
@@ -70,7 +70,7 @@ public struct Effect<Action: Sendable>: Sendable {
 /// NB: the priority is kept as its raw value. `TaskPriority` comes from a module built for
 /// library evolution, so its layout is opaque to other modules; storing one made `Effect`
 /// address-only in every feature's module, where each `Effect` was then copied, switched on and
-/// destroyed through its value witnesses (about a fifth of a `send`).
+/// destroyed through its value witnesses.
 @usableFromInline struct RunOperation<Action: Sendable>: Sendable {
   @usableFromInline var rawPriority: UInt8?
   @usableFromInline var body: @concurrent @Sendable (Send<Action>) async -> Void
@@ -148,7 +148,7 @@ extension Effect {
   /// - Returns: An effect that runs `operation` when the store starts it.
   ///
   /// NB: inlinable, so it is specialized in the feature's module: generic, building the effect
-  /// looked up its type's metadata at run time (~1.5% of a session request).
+  /// looked up its type's metadata at run time.
   @inlinable
   public static func run(
     priority: TaskPriority? = nil,

@@ -14,7 +14,7 @@ struct LifetimeID: Hashable, Sendable {
 ///
 /// NB: the action is described, and the location's strings made, only when read: a test store
 /// records an origin for every action that starts an effect, and reads one only to report an
-/// effect left running. Described at every send, they were ~7% of a test store's step. (An action
+/// effect left running; describing them at every send slowed every step. (An action
 /// holding a reference is described as that reference's object is at the report. Only a test
 /// store records origins.)
 package struct EffectOrigin: Sendable {

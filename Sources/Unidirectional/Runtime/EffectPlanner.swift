@@ -59,7 +59,7 @@ struct EffectPlanner<Action: Sendable> {
   /// cancellable), cancellations and registrations become steps, asynchronous work jobs.
   ///
   /// NB: inlinable, so it is specialized for the feature's `Action` in the store's specialized
-  /// code: unspecialized, a re-armed timer spent a sixth of its time looking up generic metadata.
+  /// code: unspecialized, a re-armed timer spent much of its time looking up generic metadata.
   /// The rarer cases stay behind ``planOrdered(_:keys:delivery:supervisor:action:enqueue:)``.
   @inlinable
   mutating func plan(
@@ -150,7 +150,7 @@ struct EffectPlanner<Action: Sendable> {
 
     case .deferred(let make):
       // NB: here, not in `planOrdered`: planned unspecialized, a debounce restart (a deferred
-      // effect) spent a quarter of its time looking up generic metadata.
+      // effect) spent much of its time looking up generic metadata.
       // The decision reads per-store state; the cancellations named before it must be in.
       if !self.steps.isEmpty { supervisor.applySteps(&self.steps) }
       self.plan(

@@ -11,7 +11,7 @@ extension EffectStateMachine {
   /// switch).
   ///
   /// NB: `mutating`, and through `update`, though it changes nothing: reading the maps copied the
-  /// records out (retaining and releasing what they hold), a third of a re-arm.
+  /// records out (retaining and releasing what they hold) on every re-arm.
   mutating func rearmCandidate(_ key: CancelKey, flags: UInt8) -> TimerEntry? {
     guard self.phase == .open, self.cancelsTimers,
       let id = self.registry.update(key, { $0.only }) ?? nil,
@@ -84,8 +84,8 @@ extension EffectStateMachine {
   /// changed, otherwise.
   ///
   /// NB: an idle timer re-armed by every request takes this path. Without it, each request took
-  /// a new token (an allocation), and taking the record out to put the same one back was a
-  /// visible share of a re-arm in a profile (Benchmarks/HISTORY.md).
+  /// a new token (an allocation: the re-arm's allocation gate needs this path), and took the
+  /// record out to put the same one back.
   private mutating func keptLifetime(
     of timer: TimerEntry,
     id: EffectID,

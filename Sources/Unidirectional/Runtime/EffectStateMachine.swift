@@ -147,8 +147,8 @@ struct EffectStateMachine<Job, Waiter, Slot: UnitSlot> {
     }
     let id = unit.id
     // NB: no `dict[key]?.field = ...` or `dict[key, default:]` mutations in this type: their
-    // `_modify` coroutines allocate their frames on the heap for values this size (measured:
-    // 6 allocations per started effect). Mutate through `SmallMap.update` instead.
+    // `_modify` coroutines allocate their frames on the heap for values this size (the effect-
+    // start allocation gate sees them). Mutate through `SmallMap.update` instead.
     let lifetimeID = LifetimeID(lifetime)
     if unit.loadFlags() & UnitFlags.startsUnlocked != 0 {
       precondition(keys.isEmpty, "A listed effect unit was registered under identifiers.")
@@ -395,7 +395,7 @@ struct EffectStateMachine<Job, Waiter, Slot: UnitSlot> {
 
   private mutating func cancel(_ id: EffectID, into cancellation: inout Cancellation) {
     // NB: read and marked in place: copying the record out (`self.effects[id]`) retained and
-    // released everything it holds, a tenth of cancelling a timer.
+    // released everything it holds, on every cancelled timer.
     let found = self.effects.update(id) { record -> CancelledUnit? in
       guard !record.unit.isCancelled else { return nil }
       record.unit.markCancelled()

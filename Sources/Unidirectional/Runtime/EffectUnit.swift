@@ -78,8 +78,8 @@ extension EffectUnit {
 ///
 /// NB: a generic class's conformance to ``EffectUnit`` is instantiated for its `Action`, so
 /// passing a `RunJob` where a unit is expected (every start, finish and abandon) looked up the
-/// job type's metadata at run time, in code that is not specialized (an effect's task body): ~2%
-/// of a session request's profile. A class that is not generic conforms once, in a table the
+/// job type's metadata at run time, in code that is not specialized (an effect's task body). A
+/// class that is not generic conforms once, in a table the
 /// compiler emits.
 // Safety: `flags` is atomic and `owner` immutable (and `Sendable`); not final only for its
 // subclasses, which the checker then asks for.

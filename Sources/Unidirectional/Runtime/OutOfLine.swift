@@ -19,8 +19,8 @@ struct OutOfLine<Value: EmptyInitializable> {
     /// The value, borrowed in place.
     ///
     /// NB: reading ``value`` itself copied the whole value out (every map it holds retained and
-    /// released) before a reader looked at one field: a third of checking for a debounce on
-    /// every re-armed timer.
+    /// released) before a reader looked at one field, on every re-armed timer's check for a
+    /// debounce.
     var borrowed: Value {
       _read { yield self.value }
     }

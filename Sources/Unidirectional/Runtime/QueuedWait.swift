@@ -7,8 +7,8 @@ import Synchronization
 /// (``timerHost(for:)``, but a ``TestClock``): a timer loop asleep between ticks is then a
 /// record in the queue its store's `.send(after:)` timers share, not a `Task.sleep`, which makes
 /// a task of its own per wait and leaves a timer in the global executor until its deadline even
-/// once cancelled (at 100,000 ticking stores, the executor's timer heap was a sixth of a
-/// shutdown's profile). A cancelled wait leaves the queue at once.
+/// once cancelled (with many ticking stores, the executor's timer heap weighed on a shutdown).
+/// A cancelled wait leaves the queue at once.
 ///
 /// One record serves every tick of its loop: it is queued again once it fired, never once
 /// cancelled.

@@ -18,8 +18,8 @@ struct Resumptions<Waiter> {
 
   mutating func append(contentsOf other: Resumptions) {
     if let first = other.first { self.append(first) }
-    // NB: checked: appending an empty array to the empty one still made a new buffer (a tenth of
-    // removing a cancelled timer).
+    // NB: checked: appending an empty array to the empty one still made a new buffer, on every
+    // removal of a cancelled timer.
     if !other.others.isEmpty { self.others.append(contentsOf: other.others) }
   }
 

@@ -113,7 +113,7 @@ struct SmallMap<Key: Hashable, Value> {
 
   /// Moves the storage out, leaving it empty: a `switch` over the moved value binds its payload
   /// without copying it (switching over `self.storage` copied the record out, retaining what it
-  /// holds, then released the original: a third of removing a unit).
+  /// holds, then released the original, on every removal).
   private mutating func take() -> Storage {
     var taken = Storage.empty
     swap(&taken, &self.storage)

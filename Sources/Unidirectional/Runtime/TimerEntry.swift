@@ -75,8 +75,8 @@ extension Duration {
   /// The lifetime the entry belongs to; `nil` when it stands for its own.
   ///
   /// NB: the mutable fields skip the run-time exclusivity checks (`@exclusivity(unchecked)`):
-  /// their accesses are ordered by locks as the Safety note says, and the checks cost a re-arm
-  /// ~10 ns each.
+  /// their accesses are ordered by locks as the Safety note says, and the checks are a visible
+  /// share of a re-arm (`Benchmarks/HISTORY.md`).
   @usableFromInline @exclusivity(unchecked) final var owner: (any EffectUnit)?
   /// The host that queues the entry.
   @usableFromInline let host: any TimerHost
@@ -187,7 +187,7 @@ extension Duration {
   /// Whether the folded `.cancellable` cancels in-flight effects first.
   ///
   /// NB: `@exclusivity(unchecked)`, like the entry's fields: the run-time access checks on the
-  /// payload's fields were ~8% of a re-arm; the Safety note above says who writes them when.
+  /// payload's fields are on every re-arm; the Safety note above says who writes them when.
   @usableFromInline @exclusivity(unchecked) final private(set) var cancelInFlight = false
   /// Whether the timer starts an effect (a ``RunTimerOperation``) rather than sending an action
   /// (a ``SendTimerOperation``).
@@ -263,7 +263,7 @@ extension Duration {
   ///
   /// NB: the payload is a subclass's, not an `Action?` here: the optional's metadata was looked up
   /// at run time in every deinit, and an enum of both payloads was copied through runtime
-  /// witnesses (a seventh of a re-arm, together).
+  /// witnesses, on every re-arm.
   @inlinable final var action: Action? {
     self.startsEffect ? nil : unsafeDowncast(self, to: SendTimerOperation<Action>.self).payload
   }

@@ -196,9 +196,8 @@ extension TimerService {
   /// 1 ms after its deadline, never before it.
   ///
   /// NB: with 100,000 stores ticking once a second at spread phases, a driver that slept until
-  /// each next deadline woke tens of thousands of times a second, and the ticking took 1.3-1.4
-  /// CPU-seconds a second on this machine's two cores; 0.55-0.76 with this quantum (0.83-1.07
-  /// with 100-250 µs; 2-4 ms saved no more).
+  /// each next deadline woke tens of thousands of times a second; this quantum about halves the
+  /// ticking's CPU, and a longer one saved no more (`Benchmarks/HISTORY.md`).
   static func wakeTime(for deadline: Duration) -> Duration {
     let attoseconds = deadline.attoseconds
     let remainder = attoseconds % Self.wakeQuantum
@@ -224,9 +223,9 @@ extension TimerService {
 /// A system clock read with `clock_gettime`: nanoseconds since a first reading.
 ///
 /// NB: on Linux the Swift runtime reads `ContinuousClock` as `CLOCK_BOOTTIME` and `SuspendingClock`
-/// as `CLOCK_MONOTONIC`. Reading them directly costs ~22 ns here, against ~30 ns for `now` plus
-/// `Duration`'s 128-bit arithmetic to subtract the origin and make nanoseconds (~40 ns in all);
-/// every session's action reads the time, and every armed timer.
+/// as `CLOCK_MONOTONIC`. Reading them directly skips `now`'s own overhead and `Duration`'s
+/// 128-bit arithmetic to subtract the origin and make nanoseconds; every session's action reads
+/// the time, and every armed timer.
 struct SystemClock: Sendable {
   #if os(Linux)
   private let id: clockid_t
@@ -278,7 +277,7 @@ let suspendingTimers = TimerService(clock: SuspendingClock())
 /// The host that queues timers of `clock`, if the runtime knows the clock; otherwise a timer on it
 /// runs as a sleeping task.
 ///
-/// NB: compares metadata before casting: a dynamic cast per armed timer showed in profiles.
+/// NB: compares metadata before casting: a dynamic cast per armed timer is costly.
 @usableFromInline func timerHost(for clock: any Clock<Duration>) -> (any TimerHost)? {
   let type = ObjectIdentifier(Swift.type(of: clock))
   if type == ObjectIdentifier(ContinuousClock.self) { return continuousTimers }

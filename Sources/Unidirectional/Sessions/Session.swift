@@ -26,7 +26,7 @@ import Synchronization
     self.lastActiveNanoseconds.store(clock.host.nowNanoseconds, ordering: .relaxed)
     if clock.tracksRecency { self.stamp.store(clock.nextStamp(), ordering: .relaxed) }
     // NB: a load and a store, not an atomic add: only the store's reduces write the count, one at
-    // a time. The add compiled to a compare-and-swap loop, a fifth of this function's samples.
+    // a time. The add compiled to a compare-and-swap loop.
     self.count.store(self.count.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
   }
 
@@ -102,7 +102,7 @@ struct IdempotencyWindow: Sendable {
 /// NB: only a registry with a capacity orders its sessions by recency (it evicts the least
 /// recently used). Without one, no reduce touches the shared counter: every session's reduce
 /// wrote it, and under load on two cores its cache line (with `host`, read by every reduce too)
-/// moved between them, ~4% of a session request.
+/// moved between them on every request.
 final class SessionClock: Sendable {
   let host: any TimerHost
   /// Whether sessions take recency stamps (the registry has a capacity).

@@ -141,8 +141,8 @@ where R.State: Sendable {
     /// NB: what a send to a live key reads, a second table beside `entries`, so the send
     /// retains only the store it calls, as a dictionary of stores would. Read through `entries`,
     /// it retained and released the entry too: a line of memory more per request, a cache miss
-    /// with many sessions (a probe's send loop over 1,000 keys spent ~10% less CPU without it;
-    /// the benchmark's registry rows did not move beyond their noise). Kept in step with the
+    /// with many sessions (`Benchmarks/HISTORY.md` has the probe; the registry rows did not move
+    /// beyond their noise). Kept in step with the
     /// entries' phases where they change: activation and `beginPassivating`.
     @usableFromInline var liveStores: [Key: Store<State, Action>] = [:]
     var liveCount: Int { self.liveStores.count }

@@ -6,14 +6,14 @@ import Synchronization
 /// The per-action path (`sendNow`, `receive`, `process`, `reduce`) is `@inlinable`, so it is
 /// specialized for the feature's `State` and `Action` in the module that creates the store.
 /// Unspecialized generic code across the module boundary looked up generic metadata on every action
-/// (measured: most of the cost of a `send`). Actor methods called from outside are not specialized
+/// (most of the cost of a `send`). Actor methods called from outside are not specialized
 /// across modules, so ``Store`` reaches this path through ``sendAction``, a closure formed in that
 /// module by ``make(initialState:reducer:configuration:observer:)``.
 ///
 /// Its mutable fields skip dynamic exclusivity checks (`@exclusivity(unchecked)`): they are only
 /// touched on the store's executor, one action at a time, and no access overlaps another (the
-/// reducer receives `currentState` inout and cannot reach the core). The checks were ~15% of a
-/// `send`.
+/// reducer receives `currentState` inout and cannot reach the core). `.ci/run` stage 6b checks
+/// that on a copy without the attribute; the checks cost every `send` (`Benchmarks/HISTORY.md`).
 @usableFromInline
 final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdown {
   @usableFromInline @exclusivity(unchecked) var currentState: State
@@ -25,7 +25,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
   @usableFromInline let sendAction: (RootCore, Action, SourceLocation) -> StoreTask
   /// `receive(_:from:)`, formed specialized like `sendAction`: ``StoreIsolation`` is a generic
   /// actor, and its isolated method runs unspecialized when an effect calls it from another module
-  /// (measured: 30% of a delivery in generic-metadata lookups before this).
+  /// (every delivery then looked up generic metadata).
   @usableFromInline let receiveAction: (RootCore, Action, any EffectUnit) -> Void
   /// The executor this core runs on, and how effects reach it.
   @usableFromInline let isolation: StoreIsolation<State, Action>
@@ -49,7 +49,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
   ///
   /// NB: not optional: a call on a `let` existential opens it in place, while unwrapping an
   /// optional one copied the observer out and destroyed the copy, through its value witnesses, on
-  /// every reduce (a third of what an observer cost a send).
+  /// every reduce.
   @usableFromInline let publicObserver: any StoreObserver<State, Action>
   /// A custom issue reporter, observers, a test executor and test switches; `nil` for a plain
   /// store, which is then smaller and checks one field per reduce.
@@ -66,7 +66,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
   /// Set once, with the first effect; read without the lock by the package hooks.
   let supervisorReference = AtomicLazyReference<EffectSupervisor>()
   /// The same supervisor, for the per-action path on the store's executor: a plain load (the
-  /// atomic's `load` is not specialized across modules and cost ~5% of a timer re-arm).
+  /// atomic's `load` is not specialized across modules, and a re-arm reads it).
   ///
   /// Unretained, and lent to each use (`_withUnsafeGuaranteedRef`): a strong `var` was copied,
   /// retained and released, every time an action planned an effect, since the planner might have
@@ -281,7 +281,7 @@ final class RootCore<State: Sendable, Action: Sendable>: StoreCore, PhasedShutdo
   func reduce(_ action: Action, origin: StoreEventOrigin) {
     var effect: Effect<Action>
     // NB: `!= nil`, not `if let`: binding the reference copies it, a retain and release per reduce
-    // (7% of an observed send); reading a `let` field of `self` borrows it.
+    // on the observed path; reading a `let` field of `self` borrows it.
     if self.extras != nil {
       effect = self.reduceObserved(action, origin: origin)
     } else {

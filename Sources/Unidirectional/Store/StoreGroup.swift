@@ -94,7 +94,7 @@ public final class StoreGroup: Sendable {
     }
     // 1. Reject new actions everywhere. With no grace period, each store's effects are cancelled
     // in the same visit (phase 3 at once): phase 2 has nothing to wait for, and a second pass over
-    // 100,000 stores whose memory has gone cold took a third of the shutdown.
+    // many stores whose memory has gone cold is a large part of the shutdown.
     let cancelsWhileClosing = gracePeriod <= .zero
     var closing: [(store: any GroupedStore, supervisor: EffectSupervisor?, observed: Bool)] = []
     closing.reserveCapacity(stores.count)
