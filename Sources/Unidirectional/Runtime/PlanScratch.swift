@@ -15,15 +15,19 @@ import Darwin
 ///
 /// A nested use on the same thread (an observer that starts work on another store inline) finds
 /// the arrays lent and allocates its own; the first ones returned are kept.
+///
+/// NB: its fields skip the run-time exclusivity checks: a scratch belongs to one thread, and no
+/// access to a field overlaps another (each is a read or a write of the whole field; `.ci/run`
+/// stage 6b checks it); the checks showed on the registry's send rows (`Benchmarks/HISTORY.md`).
 @usableFromInline final class PlanScratch {
-  var steps: [PlanStep] = []
-  var jobs: [any EffectJob] = []
-  var timers: [TimerEntry] = []
+  @exclusivity(unchecked) var steps: [PlanStep] = []
+  @exclusivity(unchecked) var jobs: [any EffectJob] = []
+  @exclusivity(unchecked) var timers: [TimerEntry] = []
   /// Whether a ``Store/trySendStartingEffectsHere(_:reading:)`` on this thread collects the tasks
   /// stores are about to start (``EffectSupervisor/apply(_:jobs:)``) instead of starting them.
-  @usableFromInline var isHoldingStarts = false
+  @usableFromInline @exclusivity(unchecked) var isHoldingStarts = false
   /// The tasks it collected.
-  @usableFromInline var heldStarts = EffectStarts()
+  @usableFromInline @exclusivity(unchecked) var heldStarts = EffectStarts()
 
   /// The starts held back since ``isHoldingStarts`` was set; none are left held.
   @inlinable func takeHeldStarts() -> EffectStarts {
