@@ -164,7 +164,10 @@ private var seeds: [UInt64] {
   }
 
   @Test func everyInterleavingOfTwoEffectsAndACancelHonoursTheCancel() async {
-    let result = await exploreInterleavings(checksDelivery: true)
+    // NB: on a thread of its own: the exploration runs for seconds without suspending.
+    let result = await Task(executorPreference: ThreadExecutor(name: "interleavings")) {
+      await exploreInterleavings(checksDelivery: true)
+    }.value
     let explored = "\(result.runs) interleavings, \(result.outcomes) distinct reducer logs"
     #expect(result.violations == 0, "\(explored)")
     #expect(result.runs > 100, "\(explored)")
