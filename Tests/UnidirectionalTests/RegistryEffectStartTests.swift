@@ -62,11 +62,14 @@ private struct Recorder: Reducer {
       return .run { [log] _ in log.withValue { $0.append("saw \(SenderLocal.value)") } }
     case .park:
       return .run { [log] _ in
-        do {
-          try await Task.sleep(for: .seconds(3_600))
-        } catch {
-          log.withValue { $0.append("cancelled") }
+        // Parks until cancelled: a stream nothing yields to, finished by the cancellation.
+        let (parked, continuation) = AsyncStream<Void>.makeStream()
+        await withTaskCancellationHandler {
+          for await _ in parked {}
+        } onCancel: {
+          continuation.finish()
         }
+        log.withValue { $0.append("cancelled") }
       }
       .cancellable(id: CancelID.park)
     case .stop:
