@@ -134,12 +134,12 @@ extension Duration {
   var drainer: (any ManualDrainer)? { nil }
 
   /// Makes an effect's payload a timer of `lifetime` due at `deadline`: nothing else holds it, so
-  /// nothing reads it meanwhile.
-  @usableFromInline final func prepareForReuse(lifetime: (any EffectUnit)?, deadline: Duration) {
+  /// nothing reads it meanwhile. (Its flags are still the ones it was made with: a payload is taken
+  /// once, and nothing marks it before.)
+  @usableFromInline final func bind(lifetime: (any EffectUnit)?, deadline: Duration) {
     precondition(self.heapSlot < 0, "A queued timer was taken as a payload.")
     self.owner = lifetime
     self.deadline = deadline
-    self.flags.store(UnitFlags.timer, ordering: .relaxed)
   }
 }
 
@@ -302,10 +302,9 @@ extension Duration {
   ) -> TimerEntry {
     var timer = timer
     let deadline = host.deadline(after: timer.delay)
-    let interval = timer.interval
     if isKnownUniquelyReferenced(&timer) {
       // Nothing else holds the effect: its payload becomes the record.
-      timer.prepareForReuse(lifetime: lifetime, deadline: deadline)
+      timer.bind(lifetime: lifetime, deadline: deadline)
       timer.binding = .store(delivery, supervisor)
       return timer
     }
@@ -320,6 +319,7 @@ extension Duration {
       )
     }
     let action = timer.action.unsafelyUnwrapped
+    let interval = timer.interval
     if interval.isPositiveLength {
       return RepeatingTimerOperation(
         lifetime: lifetime,
