@@ -202,6 +202,44 @@ import UnidirectionalTesting
     )
   }
 
+  /// In production an observed store's effect tasks bind the store's reporter and nothing the
+  /// sender bound (in a test they inherit the sender's context): the observer still hears of the
+  /// effect, its failure and the issue it reported, and the configured reporter gets the issue.
+  @Test func outsideATestAnObservedStoresEffectsStillReportToTheObserver() async {
+    let recorder = Recorder()
+    let reported = LockIsolated<[String]>([])
+    let collecting = IssueReporter { issue in reported.withValue { $0.append(issue.message) } }
+    await Task.detached {
+      let store = withIssueReporter(collecting) {
+        Store(initialState: State(), observer: recorder) {
+          Reduce<State, Action> { _, action in
+            switch action {
+            case .load:
+              return .run { _ in reportIssue("from the effect") }
+            case .fail:
+              return .run { _ in throw Failure() }
+            default:
+              return .none
+            }
+          }
+        }
+      }
+      await store.send(.load).finish()
+      await store.send(.fail).finish()
+      await store.shutdown()
+    }.value
+    #expect(
+      recorder.lines.value == [
+        "reduced load from send", "started", "issue from the effect", "ended finished",
+        "reduced fail from send", "started",
+        "issue An 'Effect.run' threw an error and has no 'catch' handler.",
+        "ended failed true", "shut down",
+      ]
+    )
+    #expect(reported.value.count == 2)
+    #expect(reported.value.first == "from the effect")
+  }
+
   @Test func shuttingDownIsObservedOnce() async {
     let recorder = Recorder()
     let store = Store(initialState: State(), observer: recorder) { Self.feature }

@@ -150,12 +150,14 @@ struct Options {
   ///
   /// For profiling one side (`perf` around the process). `none`, `timer` and `run` send an action
   /// that does only that part of the session request; `nosend` answers without a session;
-  /// `immediate` is the floor's request followed by a bare `Task.immediateDetached`; `nonetask`
+  /// `observed` is `store` on the registry whose stores and registry are observed; `immediate` is the floor's request followed by a bare `Task.immediateDetached`; `nonetask`
   /// is `none`'s registry send followed by the same bare task, so that against `run` it leaves
   /// only the library's bookkeeping of a `.run` to compare.
   var only: String?
   /// The routes `--only` takes.
-  static let routes = ["store", "actor", "none", "timer", "run", "nosend", "immediate", "nonetask"]
+  static let routes = [
+    "store", "observed", "actor", "none", "timer", "run", "nosend", "immediate", "nonetask",
+  ]
 
   init(arguments: [String]) throws {
     var rest = arguments.dropFirst()

@@ -234,70 +234,101 @@ public final class TracingObserver<State: Sendable, Action: Sendable>: StoreObse
 /// }
 /// ```
 public struct ObserverGroup<State: Sendable, Action: Sendable>: StoreObserver {
-  private let observers: [any StoreObserver<State, Action>]
+  // NB: a pair, the first observer and a group of the rest, not an array: a store calls its
+  // observer through an existential, so these methods run unspecialized, and there every pass
+  // over an array of `any StoreObserver<State, Action>` looked up the array's, its iterator's and
+  // its element's metadata at run time, on every event.
+  private let head: any StoreObserver<State, Action>
+  private let tail: (any StoreObserver<State, Action>)?
 
   /// Creates a group that tells every observer, in order.
   public init(_ observers: any StoreObserver<State, Action>...) {
-    self.observers = observers
+    self.init(members: observers[...])
+  }
+
+  private init(members: ArraySlice<any StoreObserver<State, Action>>) {
+    self.head = members.first ?? Silent()
+    self.tail = members.count > 1 ? ObserverGroup(members: members.dropFirst()) : nil
   }
 
   /// Tells every observer.
   public func actionReduced(_ action: Action, origin: ActionOrigin) {
-    for observer in self.observers { observer.actionReduced(action, origin: origin) }
+    self.head.actionReduced(action, origin: origin)
+    self.tail?.actionReduced(action, origin: origin)
   }
   /// Tells every observer.
   public func stateChanged(from oldState: State, to newState: State) {
-    for observer in self.observers { observer.stateChanged(from: oldState, to: newState) }
+    self.head.stateChanged(from: oldState, to: newState)
+    self.tail?.stateChanged(from: oldState, to: newState)
   }
-  /// Every observer's context, in order; `nil` when none captured one.
+  /// Every observer's context; `nil` when none captured one.
   public func effectContext() -> (any Sendable)? {
-    let contexts = self.observers.map { $0.effectContext() }
-    guard contexts.contains(where: { $0 != nil }) else { return nil }
-    return GroupContext(contexts: contexts)
+    let head = self.head.effectContext()
+    let tail = self.tail?.effectContext()
+    guard head != nil || tail != nil else { return nil }
+    return GroupContext(head: head, tail: tail)
   }
   /// Tells every observer, each with its own context.
   public func effectStarted(_ effect: EffectReference) {
-    for (index, observer) in self.observers.enumerated() {
-      observer.effectStarted(effect.with(context: GroupContext.member(index, of: effect.context)))
-    }
+    self.head.effectStarted(effect.with(context: GroupContext.head(of: effect.context)))
+    self.tail?.effectStarted(effect.with(context: GroupContext.tail(of: effect.context)))
   }
   /// Tells every observer, each with its own context.
   public func effectEnded(_ effect: EffectReference, outcome: EffectOutcome, duration: Duration) {
-    for (index, observer) in self.observers.enumerated() {
-      observer.effectEnded(
-        effect.with(context: GroupContext.member(index, of: effect.context)),
-        outcome: outcome,
-        duration: duration
-      )
-    }
+    self.head.effectEnded(
+      effect.with(context: GroupContext.head(of: effect.context)),
+      outcome: outcome,
+      duration: duration
+    )
+    self.tail?.effectEnded(
+      effect.with(context: GroupContext.tail(of: effect.context)),
+      outcome: outcome,
+      duration: duration
+    )
   }
   /// Tells every observer.
   public func issueReported(_ issue: ReportedIssue) {
-    for observer in self.observers { observer.issueReported(issue) }
+    self.head.issueReported(issue)
+    self.tail?.issueReported(issue)
   }
   /// Tells every observer.
   public func storeShutDown() {
-    for observer in self.observers { observer.storeShutDown() }
+    self.head.storeShutDown()
+    self.tail?.storeShutDown()
   }
+
+  /// The member of an empty group.
+  private struct Silent: StoreObserver {}
 }
 
-/// The contexts an ``ObserverGroup``'s members captured for one effect.
+/// The contexts an ``ObserverGroup``'s first member and the group of the rest captured for one
+/// effect.
 struct GroupContext: Sendable {
-  let contexts: [(any Sendable)?]
+  let head: (any Sendable)?
+  let tail: (any Sendable)?
 
-  /// Member `index`'s context in `context` (a group's), or `context` itself otherwise.
-  static func member(_ index: Int, of context: (any Sendable)?) -> (any Sendable)? {
+  /// The first member's context in `context` (a group's), or `context` itself otherwise.
+  static func head(of context: (any Sendable)?) -> (any Sendable)? {
+    guard let context else { return nil }
     guard let group = context as? GroupContext else { return context }
-    return group.contexts.indices.contains(index) ? group.contexts[index] : nil
+    return group.head
+  }
+
+  /// The rest's context in `context` (a group's), or `context` itself otherwise.
+  static func tail(of context: (any Sendable)?) -> (any Sendable)? {
+    guard let context else { return nil }
+    guard let group = context as? GroupContext else { return context }
+    return group.tail
   }
 }
 
 /// The value of type `T` in `context`: itself, or the first one a group's members captured (a
 /// span context for tracing, log metadata for logging).
 func captured<T>(_ type: T.Type, in context: (any Sendable)?) -> T? {
+  guard let context else { return nil }
   if let value = context as? T { return value }
   guard let group = context as? GroupContext else { return nil }
-  return group.contexts.lazy.compactMap { captured(type, in: $0) }.first
+  return captured(type, in: group.head) ?? captured(type, in: group.tail)
 }
 
 /// Log metadata a caller binds around its sends (``withLogMetadata(_:operation:)``).

@@ -2,6 +2,7 @@ import InMemoryLogging
 import InMemoryTracing
 import Logging
 import MetricsTestKit
+import Synchronization
 import Testing
 import Tracing
 import Unidirectional
@@ -206,4 +207,67 @@ struct Job: Reducer {
     #expect(effect.attributes["session.key"]?.toSpanAttribute() == "alice")
     #expect(effect.errors.count == 1)
   }
+
+  /// Every member of a group hears every event, in order, and gets back the context it captured,
+  /// whichever members captured one; a group of none hears nothing and captures nothing.
+  @Test func eachMemberOfAGroupHearsEveryEventWithTheContextItCaptured() async {
+    let log = LockedEvents()
+    let group = ObserverGroup<Job.State, Job.Action>(
+      Member(name: "a", captures: "a's", log: log),
+      Member(name: "b", captures: nil, log: log),
+      Member(name: "c", captures: "c's", log: log)
+    )
+    let store = Store(initialState: Job.State(), observer: group) { Job() }
+    // NB: from a task that runs no test, as in production.
+    await Task.detached {
+      await store.send(.succeed).finish()
+      await store.shutdown()
+    }.value
+    #expect(
+      log.events == [
+        "a reduced", "b reduced", "c reduced",
+        "a started a's", "b started none", "c started c's",
+        "a reduced", "b reduced", "c reduced",
+        "a changed", "b changed", "c changed",
+        "a ended a's", "b ended none", "c ended c's",
+        "a shut down", "b shut down", "c shut down",
+      ]
+    )
+    #expect(ObserverGroup<Job.State, Job.Action>().effectContext() == nil)
+    #expect(
+      ObserverGroup<Job.State, Job.Action>(Member(name: "b", captures: nil, log: log))
+        .effectContext() == nil
+    )
+  }
+}
+
+/// Events heard by a group's members, in order.
+final class LockedEvents: Sendable {
+  private let lock = Mutex<[String]>([])
+  var events: [String] { self.lock.withLock { $0 } }
+  func append(_ event: String) { self.lock.withLock { $0.append(event) } }
+}
+
+/// A group's member that captures a fixed context and logs what it hears.
+struct Member: StoreObserver {
+  typealias State = Job.State
+  typealias Action = Job.Action
+  let name: String
+  let captures: String?
+  let log: LockedEvents
+
+  func actionReduced(_ action: Job.Action, origin: ActionOrigin) {
+    self.log.append("\(name) reduced")
+  }
+  func stateChanged(from oldState: Job.State, to newState: Job.State) {
+    self.log.append("\(name) changed")
+  }
+  func effectContext() -> (any Sendable)? { self.captures }
+  func effectStarted(_ effect: EffectReference) {
+    self.log.append("\(name) started \(effect.context as? String ?? "none")")
+  }
+  func effectEnded(_ effect: EffectReference, outcome: EffectOutcome, duration: Duration) {
+    self.log.append("\(name) ended \(effect.context as? String ?? "none")")
+  }
+  func storeShutDown() { self.log.append("\(name) shut down") }
 }
