@@ -114,7 +114,7 @@ private struct Rearming: Reducer {
     withExtendedLifetime(other) {}
     #expect(owner.unit is EffectToken)
     // Another unit is never taken for a token.
-    var timerOwner = LifetimeOwner(UnitBase(lifetime: nil))
+    var timerOwner = LifetimeOwner(RunUnit(lifetime: nil))
     let timerAlone = timerOwner.isOnlyReferenceToToken()
     #expect(!timerAlone)
   }

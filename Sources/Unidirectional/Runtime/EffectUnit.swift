@@ -74,15 +74,15 @@ extension EffectUnit {
 }
 
 /// A unit's flags and lifetime, in a class that is not generic: an ``EffectToken`` is one, and a
-/// `.run`'s ``RunJob`` extends it.
+/// `.run`'s ``RunUnit`` (and so its ``RunJob``) extends it.
 ///
 /// NB: a generic class's conformance to ``EffectUnit`` is instantiated for its `Action`, so
 /// passing a `RunJob` where a unit is expected (every start, finish and abandon) looked up the
 /// job type's metadata at run time, in code that is not specialized (an effect's task body). A
 /// class that is not generic conforms once, in a table the
 /// compiler emits.
-// Safety: `flags` is atomic and `owner` immutable (and `Sendable`); not final only for its
-// subclasses, which the checker then asks for.
+// Safety: `flags` is atomic and `owner` immutable (and `Sendable`); not final only for
+// `RunUnit`, whose family the checker then asks to restate the conformance.
 @usableFromInline class UnitBase: EffectUnit, @unchecked Sendable {
   private final let flags = Atomic<UInt8>(0)
   private final let owner: (any EffectUnit)?
@@ -167,10 +167,9 @@ extension EffectUnit {
   }
 }
 
-/// A unit that is not a job of its own: a step of a plan, a cancellable `.send`, or a
-/// `withTaskCancellation(id:)` block.
-// Safety: no fields of its own; as for `UnitBase`.
-@usableFromInline final class EffectToken: UnitBase, @unchecked Sendable {}
+/// A unit that is not a job of its own, a plain ``UnitBase``: a step of a plan, a cancellable
+/// `.send`, or a `withTaskCancellation(id:)` block.
+@usableFromInline typealias EffectToken = UnitBase
 
 /// The identity of one unit of effect work: its address.
 ///
