@@ -19,8 +19,9 @@
 /// let store = Store(initialState: Feature.State(), observer: ActionLog()) { Feature() }
 /// ```
 ///
-/// A bridge to swift-log or swift-metrics is a few lines in your own module (the library does not
-/// depend on them):
+/// The companion package's `UnidirectionalServer` has bridges to swift-log, swift-metrics and
+/// swift-distributed-tracing (`LoggingObserver`, `MetricsObserver`, `TracingObserver`, combined by
+/// `ObserverGroup`). The core depends on none of them; a bridge of your own is a few lines:
 ///
 /// ```swift
 /// struct Metrics<State: Sendable, Action: Sendable>: StoreObserver {
@@ -38,6 +39,11 @@
 /// heavy work to a task or a queue). Effect events are called on the effect's task, and
 /// `issueReported` where the issue was reported. No observer costs nothing: a store made without
 /// one never checks for one on its hot paths beyond a single branch.
+///
+/// **What an event costs.** The store calls its observer through an existential, so a generic
+/// observer's methods run unspecialized. There a loop over an array of existentials (`[any
+/// StoreObserver<State, Action>]`) looks up generic metadata at run time on every event; to
+/// combine observers, chain them (as `ObserverGroup` does: the first and a group of the rest).
 public protocol StoreObserver<State, Action>: Sendable {
   /// The observed store's state.
   associatedtype State: Sendable
