@@ -270,21 +270,15 @@ public struct ObserverGroup<State: Sendable, Action: Sendable>: StoreObserver {
   }
   /// Tells every observer, each with its own context.
   public func effectStarted(_ effect: EffectReference) {
-    self.head.effectStarted(effect.with(context: GroupContext.head(of: effect.context)))
-    self.tail?.effectStarted(effect.with(context: GroupContext.tail(of: effect.context)))
+    let (head, tail) = GroupContext.split(effect.context)
+    self.head.effectStarted(effect.with(context: head))
+    self.tail?.effectStarted(effect.with(context: tail))
   }
   /// Tells every observer, each with its own context.
   public func effectEnded(_ effect: EffectReference, outcome: EffectOutcome, duration: Duration) {
-    self.head.effectEnded(
-      effect.with(context: GroupContext.head(of: effect.context)),
-      outcome: outcome,
-      duration: duration
-    )
-    self.tail?.effectEnded(
-      effect.with(context: GroupContext.tail(of: effect.context)),
-      outcome: outcome,
-      duration: duration
-    )
+    let (head, tail) = GroupContext.split(effect.context)
+    self.head.effectEnded(effect.with(context: head), outcome: outcome, duration: duration)
+    self.tail?.effectEnded(effect.with(context: tail), outcome: outcome, duration: duration)
   }
   /// Tells every observer.
   public func issueReported(_ issue: ReportedIssue) {
@@ -307,18 +301,12 @@ struct GroupContext: Sendable {
   let head: (any Sendable)?
   let tail: (any Sendable)?
 
-  /// The first member's context in `context` (a group's), or `context` itself otherwise.
-  static func head(of context: (any Sendable)?) -> (any Sendable)? {
-    guard let context else { return nil }
-    guard let group = context as? GroupContext else { return context }
-    return group.head
-  }
-
-  /// The rest's context in `context` (a group's), or `context` itself otherwise.
-  static func tail(of context: (any Sendable)?) -> (any Sendable)? {
-    guard let context else { return nil }
-    guard let group = context as? GroupContext else { return context }
-    return group.tail
+  /// The first member's and the rest's contexts in `context` (a group's), or `context` itself for
+  /// both otherwise.
+  static func split(_ context: (any Sendable)?) -> (head: (any Sendable)?, tail: (any Sendable)?) {
+    guard let context else { return (nil, nil) }
+    guard let group = context as? GroupContext else { return (context, context) }
+    return (group.head, group.tail)
   }
 }
 
