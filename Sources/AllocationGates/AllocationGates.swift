@@ -147,6 +147,19 @@ let thresholds = (
 #endif
 
 func allocations() -> Int64 { Int64(allocation_counter_allocations()) }
+
+/// Allocations per session request to one key of `sessions`, after a warm-up: the least of five
+/// rounds of `count`.
+func requestAllocations(_ sessions: StoreRegistry<Int, Feature>, count: Int) async -> Double {
+  for _ in 0..<1_000 { _ = try? await sessions.send(.sessionRequest, to: 1) }
+  var least = Double.infinity
+  for _ in 0..<5 {
+    let start = allocations()
+    for _ in 0..<count { _ = try? await sessions.send(.sessionRequest, to: 1) }
+    least = min(least, Double(allocations() - start) / Double(count))
+  }
+  return least
+}
 func live() -> Int64 { Int64(allocation_counter_allocations() - allocation_counter_frees()) }
 
 @concurrent
@@ -226,13 +239,7 @@ func measure(cycleCount: Int, rounds: Int) async -> [Gate] {
   } reducer: {
     Feature()
   }
-  for _ in 0..<1_000 { _ = try? await sessions.send(.sessionRequest, to: 1) }
-  var sessionRequest = Double.infinity
-  for _ in 0..<5 {
-    start = allocations()
-    for _ in 0..<timerCount { _ = try? await sessions.send(.sessionRequest, to: 1) }
-    sessionRequest = min(sessionRequest, Double(allocations() - start) / Double(timerCount))
-  }
+  let sessionRequest = await requestAllocations(sessions, count: timerCount)
   await sessions.shutdown(gracePeriod: .zero)
 
   // The same request on a store with an observer that takes every event and does nothing with
@@ -245,13 +252,7 @@ func measure(cycleCount: Int, rounds: Int) async -> [Gate] {
   } reducer: {
     Feature()
   }
-  for _ in 0..<1_000 { _ = try? await observedSessions.send(.sessionRequest, to: 1) }
-  var observedRequest = Double.infinity
-  for _ in 0..<5 {
-    start = allocations()
-    for _ in 0..<timerCount { _ = try? await observedSessions.send(.sessionRequest, to: 1) }
-    observedRequest = min(observedRequest, Double(allocations() - start) / Double(timerCount))
-  }
+  let observedRequest = await requestAllocations(observedSessions, count: timerCount)
   await observedSessions.shutdown(gracePeriod: .zero)
 
   // Firing: arm a timer on each store, all due at one instant two seconds from now, then count

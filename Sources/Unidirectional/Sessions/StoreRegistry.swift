@@ -71,7 +71,7 @@ where R.State: Sendable {
   /// The entry is its own idle timer: a record in its clock's timer queue, armed once it is live
   /// and re-armed lazily (an action does not touch the queue; a timer that fires early re-arms for
   /// the rest of the idle period). A separate timer object, its closure and the weak references
-  /// it held were ~300 B of every session (the bytes-per-session target is 1.5 KB).
+  /// it held were a large share of every session's bytes (the bytes-per-session row).
   // Safety: `phase`, `token`, `waiters`, `ownershipWasLost`, `saveFailed`, `isErasing`,
   // `idempotentSends`, `isIdleTimerArmed`, `savesInProgress` and `drainWaiters` are read and
   // written only under the registry's lock; the timer's fields as `TimerEntry` says; the rest is
