@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Logging
+import Synchronization
 import Unidirectional
 
 /// Sessions in an SQLite file, through GRDB: the embedded default.
@@ -35,7 +36,7 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
 
   /// How long a lease lasts without renewal.
   public let leaseDuration: Duration
-  /// Two saves in flight: while one is in SQLite's writer, the next batch is encoded and queued
+  /// Two saves in flight: while one commits, the next takes and encodes its batch and queues
   /// behind it, so the writer goes from one transaction to the next with no gap.
   public var concurrentSaves: Int { 2 }
   /// The database file.
@@ -44,6 +45,7 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
   public let stateVersion: Int
   private let migrate: (@Sendable (StoredState) throws -> State)?
   private let pool: DatabasePool
+  private let turn = WriterTurn()
   private let table: String
   private let logger: Logger
 
@@ -333,8 +335,54 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
   ) async throws
     -> [SessionSaveResult]
   {
+    let rows = self.encode(writes)
+    return try await self.pool.write { db in try self.write(rows, owner: owner, in: db) }
+  }
+
+  /// Saves the batch `take` returns in one transaction, taking it once the save before this one
+  /// starts to commit.
+  ///
+  /// SQLite has one writer. A batch taken while another save holds it would leave out every state
+  /// that arrives meanwhile; one taken only once the writer is free would be encoded while the
+  /// writer waits. Taken as the save ahead starts its commit, a batch is encoded while that commit
+  /// waits for the disk, and holds every state that arrived until then.
+  public func save(
+    owner: String,
+    taking take: @Sendable () -> [SessionWrite<Key, State>]
+  ) async throws
+    -> [SessionSaveResult]
+  {
+    await self.turn.acquire()
+    let passed = Mutex(false)
+    let pass: @Sendable () -> Void = {
+      let first = passed.withLock { passed in
+        defer { passed = true }
+        return !passed
+      }
+      if first { self.turn.release() }
+    }
+    defer { pass() }
+    let writes = take()
+    guard !writes.isEmpty else { return [] }
+    let rows = self.encode(writes)
+    return try await self.pool.writeWithoutTransaction { db in
+      var results: [SessionSaveResult] = []
+      try db.inTransaction {
+        results = try self.write(rows, owner: owner, in: db)
+        // NB: the next save takes and encodes its batch while this one commits.
+        pass()
+        return .commit
+      }
+      return results
+    }
+  }
+
+  /// Each write as the row it stores, or why it is refused.
+  private func encode(
+    _ writes: [SessionWrite<Key, State>]
+  ) -> [Result<(String, Data, Data?, Int64), Refusal>] {
     let encoder = JSONEncoder()
-    let rows = writes.map { write -> Result<(String, Data, Data?, Int64), Refusal> in
+    return writes.map { write in
       Result {
         let key = try self.text(write.key)
         let data = try encoder.encode(write.state)
@@ -346,32 +394,36 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
       }
       .mapError { Refusal(reason: "\($0)") }
     }
-    let (table, version) = (self.table, self.stateVersion)
-    return try await self.pool.write { db in
-      let update = try db.cachedStatement(
-        sql: """
-          UPDATE \(table)
-          SET state = ?, encoding_version = ?, idempotency_keys = coalesce(?, idempotency_keys)
-          WHERE key = ? AND token = ? AND owner = ?
-          """
-      )
-      return try rows.map { row -> SessionSaveResult in
-        let key: String
-        switch row {
-        case .failure(let refusal):
-          return .refused(reason: refusal.reason)
-        case .success(let (text, data, keys, token)):
-          key = text
-          try update.execute(arguments: [data, version, keys, text, token, owner])
-        }
-        if db.changesCount == 1 { return .saved }
-        let current = try String.fetchOne(
-          db,
-          sql: "SELECT owner FROM \(table) WHERE key = ?",
-          arguments: [key]
-        )
-        return .staleToken(currentOwner: current)
+  }
+
+  private func write(
+    _ rows: [Result<(String, Data, Data?, Int64), Refusal>],
+    owner: String,
+    in db: Database
+  ) throws -> [SessionSaveResult] {
+    let update = try db.cachedStatement(
+      sql: """
+        UPDATE \(self.table)
+        SET state = ?, encoding_version = ?, idempotency_keys = coalesce(?, idempotency_keys)
+        WHERE key = ? AND token = ? AND owner = ?
+        """
+    )
+    return try rows.map { row -> SessionSaveResult in
+      let key: String
+      switch row {
+      case .failure(let refusal):
+        return .refused(reason: refusal.reason)
+      case .success(let (text, data, keys, token)):
+        key = text
+        try update.execute(arguments: [data, self.stateVersion, keys, text, token, owner])
       }
+      if db.changesCount == 1 { return .saved }
+      let current = try String.fetchOne(
+        db,
+        sql: "SELECT owner FROM \(self.table) WHERE key = ?",
+        arguments: [key]
+      )
+      return .staleToken(currentOwner: current)
     }
   }
 

@@ -20,6 +20,8 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
     var waiters: Resumptions<Waiter>
     /// Its write's place in the batch that carries it (set when the batch is taken).
     var index = 0
+    /// Whether an earlier state of its key is in a flight: it waits for that save to finish.
+    var behindFlight = false
   }
 
   /// What was last saved of a live key: its state's version and its window's.
@@ -36,6 +38,8 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
 
   private struct Queue: Sendable {
     var pending: [Key: Pending] = [:]
+    /// How many of `pending` are behind a flight.
+    var behindFlights = 0
     /// The batches in flight (at most `maximumFlushes`); a key is in at most one.
     var flights: [Flight] = []
     var nextFlight = 0
@@ -76,14 +80,13 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
     /// writes, in the flight's order.
     mutating func takeBatch() -> (id: Int, writes: [SessionWrite<Key, State>], sends: Int)? {
       var batch: [Key: Pending]
-      if self.flights.isEmpty {
-        // NB: the whole queue at once, no key hashed again: the common case with one save at a
-        // time.
+      if self.behindFlights == 0 {
+        // NB: the whole queue at once, no key hashed again: the common case.
         batch = self.pending
         self.pending = [:]
       } else {
-        batch = self.pending.filter { self.flight(of: $0.key) == nil }
-        for key in batch.keys { self.pending.removeValue(forKey: key) }
+        batch = self.pending.filter { !$0.value.behindFlight }
+        self.pending = self.pending.filter { $0.value.behindFlight }
       }
       guard !batch.isEmpty else { return nil }
       var writes: [SessionWrite<Key, State>] = []
@@ -94,8 +97,10 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
         batch.values[index].index = writes.count
         sends += pending.waiters.count
         // NB: a window unchanged since this lease last wrote it is not written again: most saves
-        // carry the state alone.
-        let writesWindow = pending.idempotency.version != self.saved[key]?.window ?? 0
+        // carry the state alone (and a session with no window never looks).
+        let writesWindow =
+          pending.idempotency.version != 0
+          && pending.idempotency.version != self.saved[key]?.window ?? 0
         writes.append(
           SessionWrite(
             key: key,
@@ -178,8 +183,10 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
             version: version,
             token: token,
             idempotency: idempotency,
-            waiters: waiters
+            waiters: waiters,
+            behindFlight: flight != nil
           )
+          if flight != nil { queue.behindFlights += 1 }
         }
         let ready = queue.takeReadyQueuedWaiters()
         guard queue.flushes < self.maximumFlushes, flight == nil else { return .wait(ready) }
@@ -225,36 +232,58 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
   }
 
   /// Saves batches until nothing it may take waits.
+  ///
+  /// Each batch is taken when the storage asks for it (``SessionStorage/save(owner:taking:)``):
+  /// a storage with one writer asks as late as it can while the save ahead of it runs, so the
+  /// batch holds every state that arrived meanwhile.
   private func flush() async {
     while true {
-      let taken = self.queue.withLock { queue in
-        let taken = queue.takeBatch()
-        if taken == nil { queue.flushes -= 1 }
-        return taken
-      }
-      guard let (id, writes, sends) = taken else { return }
-      let outcome: Result<[SessionSaveResult], any Error>
-      let start = ContinuousClock.now
-      let interval = self.observer?.saveStarted(states: writes.count, sends: sends)
-      defer {
-        self.observer?.sessionsSaved(count: writes.count, duration: start.duration(to: .now))
-      }
+      let slot = LockedBox(Take.notAsked)
+      var outcome: Result<[SessionSaveResult], any Error>
       do {
-        let results = try await self.storage.save(writes, owner: self.owner)
-        outcome =
-          results.count == writes.count
-          ? .success(results)
-          : .failure(BatchMismatch(writes: writes.count, results: results.count))
+        outcome = .success(try await self.storage.save(owner: self.owner) { self.take(for: slot) })
       } catch {
         outcome = .failure(error)
+      }
+      if case .notAsked = slot.withLock({ $0 }) {
+        // NB: a storage that failed (or returned) without asking still had a batch to save: it
+        // is taken now and fails, so its senders hear of it instead of waiting for a save.
+        _ = self.take(for: slot)
+        if case .success = outcome { outcome = .failure(BatchNotTaken()) }
+      }
+      guard case .taken(let id, let states, let start, let interval) = slot.withLock({ $0 }) else {
+        return
+      }
+      if case .success(let results) = outcome, results.count != states {
+        outcome = .failure(BatchMismatch(writes: states, results: results.count))
       }
       if case .failure(let error) = outcome {
         interval?.end(error: error)
       } else {
         interval?.end(error: nil)
       }
+      self.observer?.sessionsSaved(count: states, duration: start.duration(to: .now))
       self.finish(flight: id, outcome)
     }
+  }
+
+  /// Takes the next batch for the save that owns `slot`, once; a second call takes nothing.
+  private func take(for slot: LockedBox<Take>) -> [SessionWrite<Key, State>] {
+    let first = slot.withLock { take in
+      guard case .notAsked = take else { return false }
+      take = .empty
+      return true
+    }
+    guard first else { return [] }
+    let taken = self.queue.withLock { queue in
+      let taken = queue.takeBatch()
+      if taken == nil { queue.flushes -= 1 }
+      return taken
+    }
+    guard let (id, writes, sends) = taken else { return [] }
+    let interval = self.observer?.saveStarted(states: writes.count, sends: sends)
+    slot.withLock { $0 = .taken(id: id, states: writes.count, start: .now, interval: interval) }
+    return writes
   }
 
   private func finish(flight id: Int, _ outcome: Result<[SessionSaveResult], any Error>) {
@@ -267,6 +296,13 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
       }
       let batch = queue.flights.remove(at: place).batch
       for (key, pending) in batch {
+        if queue.behindFlights > 0, let index = queue.pending.index(forKey: key),
+          queue.pending.values[index].behindFlight
+        {
+          // NB: a newer state queued behind this save may go in the next batch.
+          queue.pending.values[index].behindFlight = false
+          queue.behindFlights -= 1
+        }
         let failure: (SessionError, SaveFailure)?
         switch outcome {
         case .success(let results):
@@ -341,6 +377,28 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
         ),
         .refused
       )
+    }
+  }
+
+  /// What one save took of the queue.
+  private enum Take: Sendable {
+    /// The storage has not asked for its batch.
+    case notAsked
+    /// It asked, and nothing was waiting: this flush is over.
+    case empty
+    /// It took the flight `id` of `states` writes.
+    case taken(
+      id: Int,
+      states: Int,
+      start: ContinuousClock.Instant,
+      interval: (any SessionInterval)?
+    )
+  }
+
+  /// A backend saved without asking for its batch.
+  struct BatchNotTaken: Error, CustomStringConvertible {
+    var description: String {
+      "the storage returned from save(owner:taking:) without taking its batch"
     }
   }
 

@@ -80,6 +80,25 @@ public protocol SessionStorage<Key, State>: Sendable {
   ) async throws
     -> [SessionSaveResult]
 
+  /// Saves the batch `take` returns, taking it only when the write can begin.
+  ///
+  /// A registry calls this, not ``save(_:owner:)``: a backend that writes one batch at a time
+  /// (one writer, as SQLite has) calls `take` once that writer is its, so every state that
+  /// arrived while the write before it ran goes into this one, instead of waiting behind a batch
+  /// taken early. The default takes the batch at once and calls ``save(_:owner:)``.
+  ///
+  /// - Parameters:
+  ///   - owner: The saving registry's owner name.
+  ///   - take: Returns the writes to save; call it once, before writing. An empty batch is saved
+  ///     by writing nothing.
+  /// - Returns: One result per write `take` returned, in order.
+  /// - Throws: When the storage fails; then nothing of the batch is known to be saved.
+  func save(
+    owner: String,
+    taking take: @Sendable () -> [SessionWrite<Key, State>]
+  ) async throws
+    -> [SessionSaveResult]
+
   /// Extends `owner`'s leases.
   ///
   /// - Returns: The keys whose lease `owner` no longer holds (another owner took it over).
@@ -92,6 +111,18 @@ public protocol SessionStorage<Key, State>: Sendable {
 extension SessionStorage {
   /// One save in flight at a time.
   public var concurrentSaves: Int { 1 }
+
+  /// Takes the batch at once and saves it with ``save(_:owner:)``.
+  public func save(
+    owner: String,
+    taking take: @Sendable () -> [SessionWrite<Key, State>]
+  ) async throws
+    -> [SessionSaveResult]
+  {
+    let writes = take()
+    guard !writes.isEmpty else { return [] }
+    return try await self.save(writes, owner: owner)
+  }
 
   /// Takes `key`'s lease for `owner`, recording no address, and loads its state.
   public func acquire(_ key: Key, owner: String) async throws -> SessionAcquisition<State> {

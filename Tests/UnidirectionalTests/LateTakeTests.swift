@@ -1,0 +1,198 @@
+import Testing
+import Unidirectional
+
+/// A registry's batch is taken when the storage asks for it (`save(owner:taking:)`), not when the
+/// save begins: what arrives meanwhile goes in, and a storage that fails before asking still
+/// answers the batch's senders.
+@Suite struct LateTakeTests {
+  @Test func aStorageThatTakesLateSavesEveryStateThatArrivedBeforeItAsked() async throws {
+    let storage = InMemorySessionStorage<String, SessionLedger.State>(clock: TestClock())
+    let late = LateTakingStorage(storage)
+    let registry = StoreRegistry(storage: late, owner: "a", clock: TestClock()) { key in
+      SessionLedger.State(key: key)
+    } reducer: {
+      SessionLedger(clock: ContinuousClock(), gate: Gate())
+    }
+    try await registry.send(.append(0), to: "k0")
+    late.hold()
+    let first = Task { try await registry.send(.append(1), to: "k0") }
+    // The save has begun and has not taken its batch: ten more keys' states queue with k0's.
+    await late.waitUntilHeld()
+    try await withThrowingTaskGroup(of: Void.self) { group in
+      for index in 1...10 {
+        group.addTask { try await registry.send(.append(index), to: "k\(index)") }
+      }
+      await registry.waitUntilSavesQueued(11)
+      late.release()
+      try await group.waitForAll()
+    }
+    _ = try await first.value
+    // The first save, then one for all eleven: a batch taken as the save began held k0's alone.
+    #expect(registry.saveStatistics == SaveStatistics(saves: 2, states: 12, sends: 12))
+    #expect(storage.storedState(for: "k0")?.applied == [0, 1])
+    #expect(storage.storedState(for: "k7")?.applied == [7])
+    // Asked again, the queue gives a save nothing more.
+    #expect(late.secondTakes == [0, 0])
+    await registry.shutdown(gracePeriod: .seconds(1))
+  }
+
+  @Test func aStorageThatFailsBeforeAskingFailsTheSendsOfTheBatchItWouldHaveTaken() async throws {
+    let storage = InMemorySessionStorage<String, SessionLedger.State>(clock: TestClock())
+    let late = LateTakingStorage(storage)
+    let registry = StoreRegistry(storage: late, owner: "a", clock: TestClock()) { key in
+      SessionLedger.State(key: key)
+    } reducer: {
+      SessionLedger(clock: ContinuousClock(), gate: Gate())
+    }
+    try await registry.send(.append(0), to: "k0")
+    late.mode.withValue { $0 = .failBeforeTaking }
+    let error = await #expect(throws: SessionError.self) {
+      try await registry.send(.append(1), to: "k0")
+    }
+    #expect(error?.message.contains("the disk is gone (DiskGone)") == true)
+    // The store was discarded: the next send starts from the last saved state, and is saved.
+    late.mode.withValue { $0 = .take }
+    try await registry.send(.append(2), to: "k0")
+    #expect(storage.storedState(for: "k0")?.applied == [0, 2])
+    await registry.shutdown(gracePeriod: .seconds(1))
+  }
+
+  @Test func aStorageThatReturnsWithoutAskingFailsTheBatchItLeftUnsaved() async throws {
+    let storage = InMemorySessionStorage<String, SessionLedger.State>(clock: TestClock())
+    let late = LateTakingStorage(storage)
+    let registry = StoreRegistry(storage: late, owner: "a", clock: TestClock()) { key in
+      SessionLedger.State(key: key)
+    } reducer: {
+      SessionLedger(clock: ContinuousClock(), gate: Gate())
+    }
+    late.mode.withValue { $0 = .returnWithoutTaking }
+    let error = await #expect(throws: SessionError.self) {
+      try await registry.send(.append(1), to: "k0")
+    }
+    #expect(error?.message.contains("without taking its batch") == true)
+    #expect(storage.storedState(for: "k0") == nil)
+    late.mode.withValue { $0 = .take }
+    try await registry.send(.append(2), to: "k0")
+    #expect(storage.storedState(for: "k0")?.applied == [2])
+    await registry.shutdown(gracePeriod: .seconds(1))
+  }
+}
+
+/// A storage that takes its batch only when asked to, as a storage with one writer does: its
+/// saves can be held before they take, fail before they take, or return without taking.
+final class LateTakingStorage<Key: Hashable & Sendable, State: Sendable>: SessionStorage {
+  enum Mode: Sendable {
+    case take
+    case failBeforeTaking
+    case returnWithoutTaking
+  }
+
+  struct DiskGone: Error, CustomStringConvertible {
+    var description: String { "the disk is gone" }
+  }
+
+  private struct Gate {
+    var holding = false
+    var held: [CheckedContinuation<Void, Never>] = []
+    var watchers: [CheckedContinuation<Void, Never>] = []
+  }
+
+  let base: InMemorySessionStorage<Key, State>
+  let mode = LockIsolated(Mode.take)
+  private let gate = LockIsolated(Gate())
+  private let seconds = LockIsolated([Int]())
+
+  init(_ base: InMemorySessionStorage<Key, State>) {
+    self.base = base
+  }
+
+  var leaseDuration: Duration { self.base.leaseDuration }
+
+  /// How many writes each save's second call of `take` returned.
+  var secondTakes: [Int] { self.seconds.value }
+
+  func hold() { self.gate.withValue { $0.holding = true } }
+
+  /// Returns once a save is held before taking its batch.
+  func waitUntilHeld() async {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+      let held = self.gate.withValue { gate -> Bool in
+        if !gate.held.isEmpty { return true }
+        gate.watchers.append(continuation)
+        return false
+      }
+      if held { continuation.resume() }
+    }
+  }
+
+  func release() {
+    let held = self.gate.withValue { gate in
+      gate.holding = false
+      defer { gate.held = [] }
+      return gate.held
+    }
+    for continuation in held { continuation.resume() }
+  }
+
+  func save(
+    owner: String,
+    taking take: @Sendable () -> [SessionWrite<Key, State>]
+  ) async throws
+    -> [SessionSaveResult]
+  {
+    await withCheckedContinuation { continuation in
+      let (held, watchers) = self.gate.withValue { gate in
+        guard gate.holding else { return (false, [CheckedContinuation<Void, Never>]()) }
+        gate.held.append(continuation)
+        defer { gate.watchers = [] }
+        return (true, gate.watchers)
+      }
+      if !held { continuation.resume() }
+      for watcher in watchers { watcher.resume() }
+    }
+    switch self.mode.value {
+    case .failBeforeTaking:
+      throw DiskGone()
+    case .returnWithoutTaking:
+      return []
+    case .take:
+      let writes = take()
+      guard !writes.isEmpty else { return [] }
+      let again = take()
+      self.seconds.withValue { $0.append(again.count) }
+      return try await self.base.save(writes + again, owner: owner)
+    }
+  }
+
+  func save(_ writes: [SessionWrite<Key, State>], owner: String) async throws -> [SessionSaveResult]
+  {
+    Issue.record("a registry saves through save(owner:taking:)")
+    return try await self.base.save(writes, owner: owner)
+  }
+
+  func acquire(
+    _ key: Key,
+    owner: String,
+    address: String?
+  ) async throws
+    -> SessionAcquisition<State>
+  {
+    try await self.base.acquire(key, owner: owner, address: address)
+  }
+
+  func load(_ key: Key) async throws -> State? {
+    try await self.base.load(key)
+  }
+
+  func erase(_ key: Key, token: UInt64?, owner: String) async throws -> SessionSaveResult {
+    try await self.base.erase(key, token: token, owner: owner)
+  }
+
+  func renew(_ leases: [SessionLease<Key>], owner: String) async throws -> [Key] {
+    try await self.base.renew(leases, owner: owner)
+  }
+
+  func release(_ leases: [SessionLease<Key>], owner: String) async throws {
+    try await self.base.release(leases, owner: owner)
+  }
+}
