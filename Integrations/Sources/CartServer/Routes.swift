@@ -174,6 +174,8 @@ private func idempotencyKey(of request: Request) throws -> String? {
   return key
 }
 
+/// An identifier is 1 to 256 bytes of UTF-8 with no NUL (PostgreSQL's text cannot hold one: a
+/// customer with a NUL would fail in storage, a server error for a client's mistake).
 private func check(_ value: String, _ name: String) throws {
   let length = value.utf8.count
   guard length >= 1, length <= maximumIdentifierLength else {
@@ -181,6 +183,9 @@ private func check(_ value: String, _ name: String) throws {
       .badRequest,
       message: "the \(name) must be 1 to \(maximumIdentifierLength) bytes of UTF-8, not \(length)"
     )
+  }
+  guard !value.utf8.contains(0) else {
+    throw HTTPError(.badRequest, message: "the \(name) must not contain a NUL character")
   }
 }
 

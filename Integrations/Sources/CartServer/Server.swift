@@ -177,6 +177,7 @@ private func serve(
   carts.advertisedAddress = options.advertise ?? "http://\(host):\(options.port)"
   let app = Application(
     router: makeRouter(carts: carts, forwarding: forwarding, metrics: metrics),
+    server: .http1(configuration: .init(additionalChannelHandlers: [MalformedRequestHandler()])),
     configuration: .init(address: .hostname(options.host, port: options.port)),
     services: [carts],
     onServerRunning: { channel in

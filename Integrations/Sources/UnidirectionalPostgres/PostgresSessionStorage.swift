@@ -187,6 +187,10 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
         length: text.utf8.count
       )
     }
+    // NB: PostgreSQL's text holds no NUL; said here, not as the server's encoding error.
+    guard !text.utf8.contains(0) else {
+      throw PostgresSessionStorageError.keyContainsNUL(key: String(text.prefix(64)))
+    }
     return text
   }
 
@@ -504,6 +508,8 @@ public enum PostgresSessionStorageError: Error, CustomStringConvertible {
   case schemaMismatch(table: String, expected: [String], found: [String])
   /// A key longer than ``PostgresSessionStorage/maximumKeyLength``.
   case keyTooLong(key: String, length: Int)
+  /// A key with a NUL character, which PostgreSQL's `text` cannot hold.
+  case keyContainsNUL(key: String)
   /// A state larger than ``PostgresSessionStorage/maximumStateSize`` once encoded.
   case stateTooLarge(key: String, size: Int)
 
@@ -525,6 +531,8 @@ public enum PostgresSessionStorageError: Error, CustomStringConvertible {
       """
     case .keyTooLong(let key, let length):
       "the key '\(key)…' is \(length) bytes long; Postgres sessions take keys up to 1024 bytes"
+    case .keyContainsNUL(let key):
+      "the key '\(key.replacingOccurrences(of: "\0", with: "\\0"))' contains a NUL character, which PostgreSQL's text cannot hold"
     case .stateTooLarge(let key, let size):
       "the state of '\(key)' is \(size) bytes once encoded; Postgres sessions take up to 64 MiB"
     }

@@ -212,6 +212,33 @@ private func errorMessage(
     }
   }
 
+  @Test func idsWithANULAre400SinceNoStorageCanKeepThemAll() async throws {
+    try await withServer { client, storage in
+      for (uri, method) in [
+        ("/carts/a%00b", HTTPRequest.Method.get), ("/carts/a%00b/items", .post),
+        ("/carts/a%00b", .delete), ("/carts/alice/items/a%00b", .delete),
+        ("/carts/a%00b/events", .get),
+      ] {
+        try await client.execute(uri: uri, method: method, body: apple) { response in
+          #expect(response.status == .badRequest, "\(method) \(uri)")
+          let message = try errorMessage(response)
+          #expect(message.contains("must not contain a NUL character"))
+        }
+      }
+      try await client.execute(
+        uri: "/carts/alice/items",
+        method: .post,
+        body: ByteBuffer(string: #"{"item": "a\u0000b", "quantity": 1}"#)
+      ) { response in
+        #expect(response.status == .badRequest)
+        let message = try errorMessage(response)
+        #expect(message == "the item must not contain a NUL character")
+      }
+      #expect(!storage.hasRow(for: "a\0b"))
+      #expect(!storage.hasRow(for: "alice"))
+    }
+  }
+
   @Test func pathSegmentsArePercentDecoded() async throws {
     try await withServer { client, _ in
       try await client.execute(

@@ -240,6 +240,34 @@ struct PostgresStorageTests {
     }
   }
 
+  @Test func aKeyWithANULIsRefusedNamingItNotAsTheDatabasesEncodingError() async throws {
+    try await withPostgres { client, table in
+      let storage = try await PostgresSessionStorage<String, Cart.State>(
+        client: client,
+        table: table
+      )
+      let load = await #expect(throws: PostgresSessionStorageError.self) {
+        _ = try await storage.load("a\0b")
+      }
+      #expect(
+        load?.description
+          == #"the key 'a\0b' contains a NUL character, which PostgreSQL's text cannot hold"#
+      )
+      let carts = Carts(storage: storage, owner: "a") {
+        Cart.State(customer: $0)
+      } reducer: {
+        Cart()
+      }
+      let send = await #expect(throws: SessionError.self) {
+        try await carts.send(.add(item: "apple", quantity: 1), to: "a\0b")
+      }
+      #expect(send?.message.contains("contains a NUL character") == true)
+      // Other keys are served.
+      try await carts.send(.add(item: "apple", quantity: 1), to: "alice")
+      await carts.shutdown(gracePeriod: .seconds(1))
+    }
+  }
+
   @Test func manyWaitingSendsAreSavedInFewStatements() async throws {
     try await withPostgres { client, table in
       let storage = try await PostgresSessionStorage<String, Cart.State>(
