@@ -74,7 +74,24 @@ struct ServeOptions: Sendable {
   var table = "carts"
   /// How the other instances reach this one (default `http://HOST:PORT`).
   var advertise: String?
+  /// Names this run when it listens on any free port (see ``ownerName``).
+  let run = UInt32.random(in: 0...UInt32.max)
   init() {}
+
+  /// The owner name leases are taken under: `--owner`, or this machine, address and port.
+  ///
+  /// A server restarted on its port takes its own leases back at once, and two servers on one
+  /// machine are two owners: under one name, both would hold every lease with the same fencing
+  /// token, and each would save over the other's acknowledged state. With port 0 (any free
+  /// port) each run is an owner of its own.
+  var ownerName: String {
+    if let owner { return owner }
+    let machine = ProcessInfo.processInfo.hostName
+    guard self.port != 0 else {
+      return "\(machine)/\(self.host):0/\(self.run)"
+    }
+    return "\(machine)/\(self.host):\(self.port)"
+  }
 }
 
 /// Opens the storage, runs the server until SIGTERM/SIGINT, then shuts down gracefully: stop
@@ -144,10 +161,7 @@ private func serve(
   let actionMetrics = MetricsObserver<Cart.State, Cart.Action>()
   let carts = Carts(
     storage: storage,
-    // NB: by default the machine's name: a server restarted after a crash takes its own leases
-    // back at once instead of waiting for them to expire. Two servers sharing a database on one
-    // machine need an `--owner` each.
-    owner: options.owner ?? ProcessInfo.processInfo.hostName,
+    owner: options.ownerName,
     idleTimeout: .seconds(options.idleSeconds),
     capacity: 100_000,
     observer: { key in

@@ -53,7 +53,9 @@ struct ReadmeServer {
     let storage = try await SQLiteSessionStorage<String, Cart.State>(path: path)
     let carts = StoreRegistry(
       storage: storage,
-      owner: ProcessInfo.processInfo.hostName,  // a restart takes its own leases back at once
+      // One name per instance: a restart takes its own leases back at once, and two
+      // instances on one machine never hold the same lease.
+      owner: "\(ProcessInfo.processInfo.hostName):\(port)",
       idleTimeout: .seconds(300),
       capacity: 100_000,
       observer: { key in LoggingObserver<Cart.State, Cart.Action>(logger: logger, key: key) }

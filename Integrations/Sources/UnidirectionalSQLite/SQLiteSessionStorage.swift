@@ -87,22 +87,44 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
     self.stateVersion = stateVersion
     self.migrate = migrate
     self.logger = logger
-    do {
-      var configuration = Configuration()
-      // NB: processes sharing the file take turns writing: a write waits for another's instead
-      // of failing at once with "database is locked" (which failed saves, so stores were
-      // discarded and their leases released, under two instances' load).
-      configuration.busyMode = .timeout(10)
-      // NB: an erased session's bytes are overwritten, not left in free pages.
-      configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA secure_delete = ON") }
-      self.pool = try DatabasePool(path: path, configuration: configuration)
-      try await self.pool.writeWithoutTransaction { db in
-        try db.execute(sql: "PRAGMA synchronous = FULL")
-      }
-    } catch {
-      throw SQLiteSessionStorageError.cannotOpen(path: path, underlying: "\(error)")
-    }
+    self.pool = try await Self.open(path)
     try await self.createOrCheckSchema()
+  }
+
+  /// Opens the file as a pool in WAL mode, retrying while another process holds the lock that
+  /// setting WAL mode takes: processes started together on a new file each try to set it, and
+  /// SQLite answers "database is locked" at once rather than waiting out its busy timeout.
+  private static func open(_ path: String) async throws -> DatabasePool {
+    var pause = Duration.milliseconds(5)
+    let deadline = ContinuousClock.now + .seconds(10)
+    while true {
+      do {
+        return try await Self.openOnce(path)
+      } catch let error as DatabaseError
+        where [.SQLITE_BUSY, .SQLITE_LOCKED].contains(error.resultCode)
+        && ContinuousClock.now < deadline
+      {
+        try await Task.sleep(for: pause)
+        pause = min(pause * 2, .milliseconds(200))
+      } catch {
+        throw SQLiteSessionStorageError.cannotOpen(path: path, underlying: "\(error)")
+      }
+    }
+  }
+
+  private static func openOnce(_ path: String) async throws -> DatabasePool {
+    var configuration = Configuration()
+    // NB: processes sharing the file take turns writing: a write waits for another's instead of
+    // failing at once with "database is locked" (which failed saves, so stores were discarded
+    // and their leases released, under two instances' load).
+    configuration.busyMode = .timeout(10)
+    // NB: an erased session's bytes are overwritten, not left in free pages.
+    configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA secure_delete = ON") }
+    let pool = try DatabasePool(path: path, configuration: configuration)
+    try await pool.writeWithoutTransaction { db in
+      try db.execute(sql: "PRAGMA synchronous = FULL")
+    }
+    return pool
   }
 
   /// The columns of the first release's table: upgraded in place by adding what came since.

@@ -14,10 +14,24 @@ import Testing
     ])
     #expect(options.port == 9000)
     #expect(options.owner == "node-a")
+    #expect(options.ownerName == "node-a")
     #expect(options.advertise == "http://10.0.0.7:9000")
     #expect(
       options.storage == .postgres(host: "127.0.0.1", port: 5432, user: "me", database: "carts")
     )
+  }
+
+  @Test func withNoOwnerGivenTwoServersOnOneMachineAreTwoOwnersAndARestartIsTheSame() throws {
+    let a = try CartServerCommand.parseServe(["--port", "9001"])
+    let b = try CartServerCommand.parseServe(["--port", "9002"])
+    let other = try CartServerCommand.parseServe(["--host", "127.0.0.2", "--port", "9001"])
+    #expect(Set([a.ownerName, b.ownerName, other.ownerName]).count == 3)
+    // Restarted on its port, a server is the same owner: it takes its leases back at once.
+    #expect(try CartServerCommand.parseServe(["--port", "9001"]).ownerName == a.ownerName)
+    // On any free port, each run is an owner of its own.
+    let anyPort = try CartServerCommand.parseServe(["--port", "0"])
+    #expect(anyPort.ownerName == anyPort.ownerName)
+    #expect(try CartServerCommand.parseServe(["--port", "0"]).ownerName != anyPort.ownerName)
   }
 
   @Test func badServeOptionsAreRefusedNamingTheFlag() {

@@ -204,10 +204,37 @@ struct DayTwoProcessTests {
     Int(ProcessInfo.processInfo.environment["KILL_ROUNDS"] ?? "") ?? 10
   }
 
-  @Test func retriedAddsApplyExactlyOnceAcrossKillsOnSQLite() async throws {
+  @Test func twoServersStartedTogetherOnANewSQLiteFileWithNoOwnerGivenLoseNothing() async throws {
     let directory = try temporaryDirectory()
     defer { try? FileManager.default.removeItem(at: directory) }
     let arguments = ["--storage", "sqlite:\(directory.appendingPathComponent("c.sqlite").path)"]
+    // Started together on a file that does not exist yet: both start.
+    async let startingA = CartServerProcess(arguments)
+    async let startingB = CartServerProcess(arguments)
+    let (a, b) = try await (startingA, startingB)
+    // Every request to a server at random: under one owner name, both would hold every lease and
+    // save over each other's acknowledged adds.
+    let driver = RetryingDriver(urls: [a.url, b.url])
+    driver.serviceChanged(to: [a.url, b.url], isFinal: true)
+    let load = Task { await driver.run(clients: 16, customers: 20) }
+    await driver.waitUntilAnswered(600)
+    driver.stop()
+    await load.value
+    try await expectExactlyTheAnsweredAdds(driver, url: a.url)
+    try await expectExactlyTheAnsweredAdds(driver, url: b.url)
+    #expect(driver.refusalLog.isEmpty, "\(driver.refusalLog.prefix(3))")
+    #expect(await a.stop(SIGTERM) == 0)
+    #expect(await b.stop(SIGTERM) == 0)
+    await driver.shutdown()
+  }
+
+  @Test func retriedAddsApplyExactlyOnceAcrossKillsOnSQLite() async throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    // NB: restarted on another free port, a server is the same owner only by name.
+    let arguments = [
+      "--storage", "sqlite:\(directory.appendingPathComponent("c.sqlite").path)", "--owner", "a",
+    ]
     var server = try await CartServerProcess(arguments)
     let driver = RetryingDriver(url: server.url)
     let load = Task { await driver.run(clients: 16, customers: 100) }
@@ -300,7 +327,8 @@ struct DayTwoProcessTests {
     defer { try? FileManager.default.removeItem(at: directory) }
     let path = directory.appendingPathComponent("c.sqlite").path
     let secret = "secret-item-8e41b"
-    try await eraseThenKill(["--storage", "sqlite:\(path)"], secret: secret)
+    // NB: restarted on another free port, a server is the same owner only by name.
+    try await eraseThenKill(["--storage", "sqlite:\(path)", "--owner", "a"], secret: secret)
     for suffix in ["", "-wal"] {
       guard let bytes = FileManager.default.contents(atPath: path + suffix) else { continue }
       #expect(bytes.range(of: Data(secret.utf8)) == nil)
@@ -329,6 +357,17 @@ struct DayTwoProcessTests {
 /// finds the cart empty while the other cart kept its item.
 private func eraseThenKill(_ arguments: [String], secret: String) async throws {
   let driver = Driver()
+  do {
+    try await eraseThenKill(arguments, secret: secret, driver: driver)
+  } catch {
+    // NB: a client dropped without its shutdown traps, which would end every other test too.
+    await driver.shutdown()
+    throw error
+  }
+  await driver.shutdown()
+}
+
+private func eraseThenKill(_ arguments: [String], secret: String, driver: Driver) async throws {
   let server = try await CartServerProcess(arguments)
   #expect(
     try await post(driver.client, "\(server.url)/carts/erased-customer/items", secret).status == .ok
@@ -352,7 +391,6 @@ private func eraseThenKill(_ arguments: [String], secret: String) async throws {
     #expect(cart.items == items, "\(customer)")
   }
   #expect(await restarted.stop(SIGTERM) == 0)
-  await driver.shutdown()
 }
 
 /// POSTs one of `item` and returns the status and body.

@@ -186,7 +186,10 @@ struct ProcessTests {
     defer { try? FileManager.default.removeItem(at: directory) }
     try await crashAndRestart(
       rounds: Self.crashRounds,
-      arguments: ["--storage", "sqlite:\(directory.appendingPathComponent("c.sqlite").path)"]
+      // NB: restarted on another free port, a server is the same owner only by name.
+      arguments: [
+        "--storage", "sqlite:\(directory.appendingPathComponent("c.sqlite").path)", "--owner", "a",
+      ]
     )
   }
 

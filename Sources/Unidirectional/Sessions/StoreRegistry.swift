@@ -163,8 +163,10 @@ where R.State: Sendable {
   ///
   /// - Parameters:
   ///   - storage: Where sessions' state and leases live; `nil` keeps them in memory only.
-  ///   - owner: The name this registry holds leases under; unique by default. Give each server
-  ///     instance its own.
+  ///   - owner: The name this registry holds leases under; unique by default. Give each live
+  ///     instance its own: two registries under one name hold the same leases with the same
+  ///     fencing token, and each saves over the other's state. A restarted instance may reuse its
+  ///     name, to take its leases back at once.
   ///   - idleTimeout: Passivates a store that reduced nothing for this long; `nil`: never.
   ///   - capacity: At most this many live stores; the least recently used passivates first.
   ///     `nil`: no limit.
