@@ -203,6 +203,7 @@ private struct DiskFull: Error, CustomStringConvertible {
     let time = TestClock()
     let storage = LedgerStorage(clock: time)
     let a = registry("node-a", storage)
+    a.advertisedAddress = "http://127.0.0.1:9001"
     let b = registry("node-b", storage)
     try await a.send(.append(1), to: "alice")
     let error = await #expect(throws: SessionError.self) { try await b.erase("alice") }
@@ -211,11 +212,27 @@ private struct DiskFull: Error, CustomStringConvertible {
       return
     }
     #expect(message.contains("node-a"))
+    // Learned with its address, as a send would learn it: a request can be forwarded there.
+    #expect(b.owner(of: "alice")?.name == "node-a")
+    #expect(b.owner(of: "alice")?.address == "http://127.0.0.1:9001")
+    #expect(b.liveCount == 0)
     #expect(storage.storedState(for: "alice")?.applied == [1])
     try await a.erase("alice")
     #expect(!storage.hasRow(for: "alice"))
     await a.shutdown(gracePeriod: .seconds(1))
     await b.shutdown(gracePeriod: .seconds(1))
+  }
+
+  @Test func aLeaseLetGoWhileTheErasureLookedIsTakenAndTheSessionErased() async throws {
+    let storage = LedgerStorage()
+    storage.store(SessionLedger.State(key: "alice", applied: [7]), for: "alice")
+    // The first erase meets a lease that its holder lets go before the registry looks at it.
+    let racing = FirstEraseMeetsALease(storage)
+    let ledgers = registry("a", racing)
+    try await ledgers.erase("alice")
+    #expect(!storage.hasRow(for: "alice"))
+    #expect(racing.erases == 2)
+    await ledgers.shutdown(gracePeriod: .seconds(1))
   }
 
   @Test func aFailedErasureErasesNothingAndCanBeRetried() async throws {
@@ -493,5 +510,53 @@ private final class IssueLog: StoreObserver, Sendable {
       try stored(2, "not json").read(as: V2.self, key: "k", currentVersion: 2, migrate: nil)
     }
     #expect(garbage?.reason.contains("decoding") == true)
+  }
+}
+
+/// A storage whose first erase answers that another owner holds the lease, though none does (its
+/// holder let it go in between).
+private final class FirstEraseMeetsALease: SessionStorage {
+  let base: LedgerStorage
+  private let count = LockIsolated(0)
+
+  init(_ base: LedgerStorage) { self.base = base }
+
+  var erases: Int { self.count.value }
+  var leaseDuration: Duration { self.base.leaseDuration }
+
+  func erase(_ key: String, token: UInt64?, owner: String) async throws -> SessionSaveResult {
+    let first = self.count.withValue { count in
+      count += 1
+      return count == 1
+    }
+    if first { return .staleToken(currentOwner: "gone") }
+    return try await self.base.erase(key, token: token, owner: owner)
+  }
+
+  func acquire(
+    _ key: String,
+    owner: String,
+    address: String?
+  ) async throws -> SessionAcquisition<SessionLedger.State> {
+    try await self.base.acquire(key, owner: owner, address: address)
+  }
+
+  func load(_ key: String) async throws -> SessionLedger.State? {
+    try await self.base.load(key)
+  }
+
+  func save(
+    _ writes: [SessionWrite<String, SessionLedger.State>],
+    owner: String
+  ) async throws -> [SessionSaveResult] {
+    try await self.base.save(writes, owner: owner)
+  }
+
+  func renew(_ leases: [SessionLease<String>], owner: String) async throws -> [String] {
+    try await self.base.renew(leases, owner: owner)
+  }
+
+  func release(_ leases: [SessionLease<String>], owner: String) async throws {
+    try await self.base.release(leases, owner: owner)
   }
 }

@@ -96,6 +96,33 @@ private func forwardedHeaders() throws -> HTTPFields {
     await instances.shutdown()
   }
 
+  @Test func erasingAnotherInstancesCartIsForwardedToItsOwner() async throws {
+    let instances = TwoInstances()
+    let appA = Application(router: makeRouter(carts: instances.a))
+    let appB = Application(router: makeRouter(carts: instances.b, forwarding: instances.client))
+    try await appA.test(.live) { clientA in
+      let port = try #require(clientA.port)
+      instances.a.advertisedAddress = "http://127.0.0.1:\(port)"
+      try await clientA.execute(uri: "/carts/alice/items", method: .post, body: apple) { response in
+        #expect(response.status == .ok)
+      }
+      try await appB.test(.router) { clientB in
+        // Through B, erased by A, the owner: 204, and nothing of the cart is left.
+        try await clientB.execute(uri: "/carts/alice", method: .delete) { response in
+          #expect(response.status == .noContent)
+        }
+        #expect(!instances.storage.hasRow(for: "alice"))
+        #expect(instances.a.liveCount == 0)
+        #expect(instances.b.liveCount == 0)
+        try await clientB.execute(uri: "/carts/alice", method: .get) { response in
+          let answered = try cart(response)
+          #expect(answered.items.isEmpty)
+        }
+      }
+    }
+    await instances.shutdown()
+  }
+
   @Test func anUnreachableOwnerIsA503UntilItsLeaseExpiresThenTheKeyIsTakenOver() async throws {
     let instances = TwoInstances()
     let appA = Application(router: makeRouter(carts: instances.a))

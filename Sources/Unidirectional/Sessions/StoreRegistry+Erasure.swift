@@ -51,36 +51,53 @@ extension StoreRegistry {
   }
 
   /// Removes `key`'s row from storage under `token` (`nil`: this registry holds no lease).
+  ///
+  /// A row another owner's lease holds is not erased: the error names that owner, and
+  /// ``owner(of:)`` learns it with its address, as a send would, so the request can be forwarded.
   func eraseStored(
     _ key: Key,
     token: UInt64?,
     in storage: any SessionStorage<Key, State>
   ) async -> SessionError? {
-    do {
-      switch try await storage.erase(key, token: token, owner: self.owner) {
-      case .saved:
-        return nil
-      case .staleToken(let owner):
-        return .ownershipLost(
-          key: "\(key)",
-          message: """
-            '\(owner ?? "another owner")' owns this session (its lease has not expired); erase it \
-            there, or retry once its lease has expired
-            """
-        )
-      case .refused(let reason):
+    var token = token
+    // NB: bounded: a lease let go between the erase and the look at its holder is tried again.
+    for _ in 0..<3 {
+      do {
+        switch try await storage.erase(key, token: token, owner: self.owner) {
+        case .saved:
+          return nil
+        case .refused(let reason):
+          return .storageFailed(
+            key: "\(key)",
+            message: "the storage refused to erase the session: \(reason)"
+          )
+        case .staleToken:
+          switch try await storage.acquire(key, owner: self.owner, address: self.advertisedAddress)
+          {
+          case .heldBy(let name, let address, let left):
+            let owner = SessionOwner(name: name, address: address, leaseLeft: left)
+            self.learn(owner, of: key)
+            return .ownershipLost(key: "\(key)", message: owner.refusal)
+          case .acquired(let acquired, _, _):
+            // NB: the holder let the lease go meanwhile; it is this registry's now.
+            token = acquired
+          }
+        }
+      } catch is SessionStateUnreadable {
+        // NB: the lease is free and the state does not read, so nothing was taken: erase again.
+        token = nil
+      } catch {
+        self.registryObserver?.storageFailed(key: "\(key)")
         return .storageFailed(
           key: "\(key)",
-          message: "the storage refused to erase the session: \(reason)"
+          message: "erasing the session failed (nothing was erased): \(error) (\(type(of: error)))"
         )
       }
-    } catch {
-      self.registryObserver?.storageFailed(key: "\(key)")
-      return .storageFailed(
-        key: "\(key)",
-        message: "erasing the session failed (nothing was erased): \(error) (\(type(of: error)))"
-      )
     }
+    return .ownershipLost(
+      key: "\(key)",
+      message: "the session's lease changed hands while it was being erased; retry"
+    )
   }
 }
 
