@@ -89,23 +89,3 @@ import Unidirectional
     }
   }
 }
-
-/// Instances started side by side on one new SQLite file all open it.
-@Suite(.timeLimit(.minutes(2))) struct SQLiteOpeningTests {
-  @Test func storagesOpenedAtOnceOnANewFileAllOpenIt() async throws {
-    for _ in 0..<5 {
-      let directory = try temporaryDirectory()
-      defer { try? FileManager.default.removeItem(at: directory) }
-      let path = directory.appendingPathComponent("carts.sqlite").path
-      try await withThrowingTaskGroup(of: Void.self) { group in
-        for _ in 0..<8 {
-          group.addTask {
-            let storage = try await SQLiteSessionStorage<String, Cart.State>(path: path)
-            _ = try await storage.load("alice")
-          }
-        }
-        try await group.waitForAll()
-      }
-    }
-  }
-}
