@@ -83,9 +83,9 @@ extension StoreRegistry {
           idempotency = keys
         case .heldBy(let owner, let address, let expiresIn):
           let holder = SessionOwner(name: owner, address: address, leaseLeft: expiresIn)
-          self.learn(holder, of: key)
+          let refusal = self.ownershipLost(to: holder, of: key)
           self.removeFailed(entry)
-          throw SessionError.ownershipLost(key: "\(key)", message: holder.refusal)
+          throw refusal
         }
       } catch let error as SessionError {
         throw error

@@ -75,11 +75,11 @@ extension StoreRegistry {
           switch try await storage.acquire(key, owner: self.owner, address: self.advertisedAddress)
           {
           case .heldBy(let name, let address, let left):
-            let owner = SessionOwner(name: name, address: address, leaseLeft: left)
-            self.learn(owner, of: key)
-            return .ownershipLost(key: "\(key)", message: owner.refusal)
+            let holder = SessionOwner(name: name, address: address, leaseLeft: left)
+            return self.ownershipLost(to: holder, of: key)
           case .acquired(let acquired, _, _):
             // NB: the holder let the lease go meanwhile; it is this registry's now.
+            self.forgetOwner(of: key)
             token = acquired
           }
         }

@@ -58,6 +58,12 @@ extension StoreRegistry {
     self.guarded.withLock { _ = $0.owners.removeValue(forKey: key) }
   }
 
+  /// Learns `owner` as `key`'s holder and returns what a request for `key` here is refused with.
+  func ownershipLost(to owner: SessionOwner, of key: Key) -> SessionError {
+    self.learn(owner, of: key)
+    return .ownershipLost(key: "\(key)", message: owner.refusal)
+  }
+
   /// Records `owner` as `key`'s (the table is bounded: past its size it starts afresh).
   func learn(_ owner: SessionOwner, of key: Key) {
     self.guarded.withLock { guarded in
