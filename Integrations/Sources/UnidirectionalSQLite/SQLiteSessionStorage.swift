@@ -1,7 +1,6 @@
 import Foundation
 import GRDB
 import Logging
-import Synchronization
 import Unidirectional
 
 /// Sessions in an SQLite file, through GRDB: the embedded default.
@@ -374,16 +373,8 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
   ) async throws
     -> [SessionSaveResult]
   {
-    await self.turn.acquire()
-    let passed = Mutex(false)
-    let pass: @Sendable () -> Void = {
-      let first = passed.withLock { passed in
-        defer { passed = true }
-        return !passed
-      }
-      if first { self.turn.release() }
-    }
-    defer { pass() }
+    let turn = await self.turn.acquire()
+    defer { turn.release() }
     let writes = take()
     guard !writes.isEmpty else { return [] }
     let rows = self.encode(writes)
@@ -392,7 +383,7 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
       try db.inTransaction {
         results = try self.write(rows, owner: owner, in: db)
         // NB: the next save takes and encodes its batch while this one commits.
-        pass()
+        turn.release()
         return .commit
       }
       return results

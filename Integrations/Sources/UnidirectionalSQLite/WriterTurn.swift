@@ -16,8 +16,28 @@ final class WriterTurn: Sendable {
 
   private let turns = Mutex(Turns())
 
+  /// The turn as one save holds it: released once, however many of its paths release it (the
+  /// commit that passes it on early, and the exit that passes it on if nothing did).
+  final class Hold: Sendable {
+    private let turn: WriterTurn
+    private let released = Atomic(false)
+
+    fileprivate init(_ turn: WriterTurn) { self.turn = turn }
+
+    /// Passes the turn on, the first time.
+    func release() {
+      guard !self.released.exchange(true, ordering: .acquiringAndReleasing) else { return }
+      self.turn.passOn()
+    }
+  }
+
   /// Returns once the turn is the caller's.
-  func acquire() async {
+  func acquire() async -> Hold {
+    await self.wait()
+    return Hold(self)
+  }
+
+  private func wait() async {
     await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
       let (now, watchers) = self.turns.withLock { turns in
         guard turns.held else {
@@ -52,7 +72,7 @@ final class WriterTurn: Sendable {
   }
 
   /// Passes the turn to the first save waiting for it, or frees it.
-  func release() {
+  private func passOn() {
     let next = self.turns.withLock { turns -> CheckedContinuation<Void, Never>? in
       precondition(turns.held, "A save released a writer turn it did not hold.")
       guard !turns.waiting.isEmpty else {

@@ -11,27 +11,28 @@ import Unidirectional
   @Test func theTurnIsOneSavesAtATimeAndPassesInTheOrderAsked() async {
     let turn = WriterTurn()
     let log = LockIsolated([String]())
-    await turn.acquire()
+    let first = await turn.acquire()
     let second = Task {
-      await turn.acquire()
+      let hold = await turn.acquire()
       log.withValue { $0.append("second") }
-      turn.release()
+      hold.release()
     }
     await turn.waitUntilWaiting(1)
     let third = Task {
-      await turn.acquire()
+      let hold = await turn.acquire()
       log.withValue { $0.append("third") }
-      turn.release()
+      hold.release()
     }
     await turn.waitUntilWaiting(2)
     log.withValue { $0.append("first") }
-    turn.release()
+    first.release()
+    // Released again (the commit passed it on, then the save's exit), it passes nothing more.
+    first.release()
     await second.value
     await third.value
     #expect(log.value == ["first", "second", "third"])
     // Free again: the next save has it at once.
-    await turn.acquire()
-    turn.release()
+    await turn.acquire().release()
   }
 
   @Test func savesThatTakeLateWriteEachBatchWholeAndAnEmptyOneWritesNothing() async throws {
