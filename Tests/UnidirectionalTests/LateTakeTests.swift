@@ -8,11 +8,7 @@ import Unidirectional
   @Test func aStorageThatTakesLateSavesEveryStateThatArrivedBeforeItAsked() async throws {
     let storage = InMemorySessionStorage<String, SessionLedger.State>(clock: TestClock())
     let late = LateTakingStorage(storage)
-    let registry = StoreRegistry(storage: late, owner: "a", clock: TestClock()) { key in
-      SessionLedger.State(key: key)
-    } reducer: {
-      SessionLedger(clock: ContinuousClock(), gate: Gate())
-    }
+    let registry = ledgers(over: late)
     try await registry.send(.append(0), to: "k0")
     late.hold()
     let first = Task { try await registry.send(.append(1), to: "k0") }
@@ -39,11 +35,7 @@ import Unidirectional
   @Test func aStorageThatFailsBeforeAskingFailsTheSendsOfTheBatchItWouldHaveTaken() async throws {
     let storage = InMemorySessionStorage<String, SessionLedger.State>(clock: TestClock())
     let late = LateTakingStorage(storage)
-    let registry = StoreRegistry(storage: late, owner: "a", clock: TestClock()) { key in
-      SessionLedger.State(key: key)
-    } reducer: {
-      SessionLedger(clock: ContinuousClock(), gate: Gate())
-    }
+    let registry = ledgers(over: late)
     try await registry.send(.append(0), to: "k0")
     late.mode.withValue { $0 = .failBeforeTaking }
     let error = await #expect(throws: SessionError.self) {
@@ -60,11 +52,7 @@ import Unidirectional
   @Test func aStorageThatReturnsWithoutAskingFailsTheBatchItLeftUnsaved() async throws {
     let storage = InMemorySessionStorage<String, SessionLedger.State>(clock: TestClock())
     let late = LateTakingStorage(storage)
-    let registry = StoreRegistry(storage: late, owner: "a", clock: TestClock()) { key in
-      SessionLedger.State(key: key)
-    } reducer: {
-      SessionLedger(clock: ContinuousClock(), gate: Gate())
-    }
+    let registry = ledgers(over: late)
     late.mode.withValue { $0 = .returnWithoutTaking }
     let error = await #expect(throws: SessionError.self) {
       try await registry.send(.append(1), to: "k0")
@@ -75,6 +63,16 @@ import Unidirectional
     try await registry.send(.append(2), to: "k0")
     #expect(storage.storedState(for: "k0")?.applied == [2])
     await registry.shutdown(gracePeriod: .seconds(1))
+  }
+}
+
+private func ledgers(
+  over storage: LateTakingStorage<String, SessionLedger.State>
+) -> StoreRegistry<String, SessionLedger> {
+  StoreRegistry(storage: storage, owner: "a", clock: TestClock()) { key in
+    SessionLedger.State(key: key)
+  } reducer: {
+    SessionLedger(clock: ContinuousClock(), gate: Gate())
   }
 }
 
@@ -91,19 +89,15 @@ final class LateTakingStorage<Key: Hashable & Sendable, State: Sendable>: Sessio
     var description: String { "the disk is gone" }
   }
 
-  private struct Gate {
-    var holding = false
-    var held: [CheckedContinuation<Void, Never>] = []
-    var watchers: [CheckedContinuation<Void, Never>] = []
-  }
-
   let base: InMemorySessionStorage<Key, State>
   let mode = LockIsolated(Mode.take)
-  private let gate = LockIsolated(Gate())
+  /// Holds saves before they take their batch.
+  private let gated: GatedStorage<Key, State>
   private let seconds = LockIsolated([Int]())
 
   init(_ base: InMemorySessionStorage<Key, State>) {
     self.base = base
+    self.gated = GatedStorage(base)
   }
 
   var leaseDuration: Duration { self.base.leaseDuration }
@@ -111,28 +105,12 @@ final class LateTakingStorage<Key: Hashable & Sendable, State: Sendable>: Sessio
   /// How many writes each save's second call of `take` returned.
   var secondTakes: [Int] { self.seconds.value }
 
-  func hold() { self.gate.withValue { $0.holding = true } }
+  func hold() { self.gated.hold() }
 
   /// Returns once a save is held before taking its batch.
-  func waitUntilHeld() async {
-    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-      let held = self.gate.withValue { gate -> Bool in
-        if !gate.held.isEmpty { return true }
-        gate.watchers.append(continuation)
-        return false
-      }
-      if held { continuation.resume() }
-    }
-  }
+  func waitUntilHeld() async { await self.gated.waitUntilHeld() }
 
-  func release() {
-    let held = self.gate.withValue { gate in
-      gate.holding = false
-      defer { gate.held = [] }
-      return gate.held
-    }
-    for continuation in held { continuation.resume() }
-  }
+  func release() { self.gated.release() }
 
   func save(
     owner: String,
@@ -140,16 +118,7 @@ final class LateTakingStorage<Key: Hashable & Sendable, State: Sendable>: Sessio
   ) async throws
     -> [SessionSaveResult]
   {
-    await withCheckedContinuation { continuation in
-      let (held, watchers) = self.gate.withValue { gate in
-        guard gate.holding else { return (false, [CheckedContinuation<Void, Never>]()) }
-        gate.held.append(continuation)
-        defer { gate.watchers = [] }
-        return (true, gate.watchers)
-      }
-      if !held { continuation.resume() }
-      for watcher in watchers { watcher.resume() }
-    }
+    await self.gated.passGate()
     switch self.mode.value {
     case .failBeforeTaking:
       throw DiskGone()

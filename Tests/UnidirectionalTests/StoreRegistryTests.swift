@@ -457,6 +457,12 @@ final class GatedStorage<Key: Hashable & Sendable, State: Sendable>: SessionStor
   ) async throws
     -> [SessionSaveResult]
   {
+    await self.passGate()
+    return try await self.base.save(writes, owner: owner)
+  }
+
+  /// Returns at once, or once ``release()`` is called while the gate holds saves.
+  func passGate() async {
     await withCheckedContinuation { continuation in
       let (held, watchers) = self.gate.withValue { gate in
         guard gate.holding else { return (false, [CheckedContinuation<Void, Never>]()) }
@@ -467,7 +473,6 @@ final class GatedStorage<Key: Hashable & Sendable, State: Sendable>: SessionStor
       if !held { continuation.resume() }
       for watcher in watchers { watcher.resume() }
     }
-    return try await self.base.save(writes, owner: owner)
   }
 
   func load(_ key: Key) async throws -> State? {
