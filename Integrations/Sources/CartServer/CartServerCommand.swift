@@ -45,6 +45,11 @@ struct CartServerCommand {
       case "--owner": options.owner = value
       case "--lease-seconds": options.leaseSeconds = try number(value, flag)
       case "--idle-seconds": options.idleSeconds = try number(value, flag)
+      case "--connection-idle-seconds":
+        guard let seconds = Double(value), seconds > 0, seconds <= 86_400 else {
+          throw UsageError("\(flag) takes a number of seconds above 0, not '\(value)'")
+        }
+        options.connectionIdleSeconds = seconds
       case "--table": options.table = value
       case "--advertise":
         guard let url = URL(string: value), ["http", "https"].contains(url.scheme), url.host != nil
@@ -57,7 +62,8 @@ struct CartServerCommand {
           """
           unknown option '\(flag)'. Usage: cart-server [--host 127.0.0.1] [--port 8080] \
           [--storage sqlite:PATH | postgres://USER@HOST:PORT/DB | memory] [--owner NAME] \
-          [--lease-seconds N] [--advertise URL]; cart-server load --url URL [--url URL ...] \
+          [--lease-seconds N] [--advertise URL] [--idle-seconds N] \
+          [--connection-idle-seconds N] [--table NAME]; cart-server load --url URL [--url URL ...] \
           [--clients 64] [--seconds 10] [--customers 1000]
           """
         )

@@ -70,6 +70,11 @@ struct ServeOptions: Sendable {
   var owner: String?
   var leaseSeconds = 10
   var idleSeconds = 300
+  /// How long a connection may sit without a request before the server closes it.
+  ///
+  /// A client that dribbles a request's head, or sends none, gives its descriptor back. A
+  /// response in progress (a long `/events` stream) is not idle.
+  var connectionIdleSeconds = 60.0
   /// The table (SQLite or Postgres) carts are kept in.
   var table = "carts"
   /// How the other instances reach this one (default `http://HOST:PORT`).
@@ -184,6 +189,11 @@ private func serve(
   var clientConfiguration = HTTPClient.Configuration()
   clientConfiguration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 64
   clientConfiguration.timeout.connect = .seconds(1)
+  // NB: the client lets a pooled connection go before the instance at the other end would close
+  // it as idle, so a forwarded request is never written to a connection that is closing.
+  clientConfiguration.connectionPool.idleTimeout = .nanoseconds(
+    Int64(options.connectionIdleSeconds * 500_000_000)
+  )
   let forwarding = HTTPClient(
     eventLoopGroupProvider: .singleton,
     configuration: clientConfiguration
@@ -191,7 +201,12 @@ private func serve(
   carts.advertisedAddress = options.advertise ?? "http://\(host):\(options.port)"
   let app = Application(
     router: makeRouter(carts: carts, forwarding: forwarding, metrics: metrics),
-    server: .http1(configuration: .init(additionalChannelHandlers: [MalformedRequestHandler()])),
+    server: .http1(
+      configuration: .init(
+        additionalChannelHandlers: [MalformedRequestHandler()],
+        idleTimeout: .nanoseconds(Int64(options.connectionIdleSeconds * 1_000_000_000))
+      )
+    ),
     configuration: .init(address: .hostname(options.host, port: options.port)),
     services: [carts],
     onServerRunning: { channel in

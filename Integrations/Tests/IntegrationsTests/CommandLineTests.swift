@@ -8,10 +8,12 @@ import Testing
     let defaults = try CartServerCommand.parseServe([])
     #expect(defaults.port == 8080)
     #expect(defaults.advertise == nil)
+    #expect(defaults.connectionIdleSeconds == 60)
     let options = try CartServerCommand.parseServe([
       "--port", "9000", "--owner", "node-a", "--advertise", "http://10.0.0.7:9000",
-      "--storage", "postgres://me@127.0.0.1:5432/carts",
+      "--storage", "postgres://me@127.0.0.1:5432/carts", "--connection-idle-seconds", "2.5",
     ])
+    #expect(options.connectionIdleSeconds == 2.5)
     #expect(options.port == 9000)
     #expect(options.owner == "node-a")
     #expect(options.ownerName == "node-a")
@@ -45,6 +47,10 @@ import Testing
       (["--storage", "sqlite:"], "--storage"),
       (["--port"], "--port"),
       (["--bogus", "1"], "--bogus"),
+      (["--connection-idle-seconds", "0"], "--connection-idle-seconds"),
+      (["--connection-idle-seconds", "nan"], "--connection-idle-seconds"),
+      (["--connection-idle-seconds", "inf"], "--connection-idle-seconds"),
+      (["--connection-idle-seconds", "-3"], "--connection-idle-seconds"),
     ]
     for (arguments, flag) in cases {
       let error = #expect(throws: UsageError.self, "\(arguments)") {

@@ -1,0 +1,98 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Clients that hold a connection without finishing a request: the server takes the connection
+/// back, so such clients cannot use up its descriptors, and a long response is never cut.
+@Suite struct HostileConnectionTests {
+  @Test func aConnectionThatNeverFinishesItsRequestIsClosedButAnEventStreamStaysOpen()
+    async throws
+  {
+    let server = try await CartServerProcess([
+      "--storage", "memory", "--connection-idle-seconds", "0.5",
+    ])
+    let client = HTTPClient(eventLoopGroupProvider: .singleton)
+    do {
+      let events = try await client.execute(
+        HTTPClientRequest(url: "\(server.url)/carts/alice/events"),
+        timeout: .seconds(30)
+      )
+      #expect(events.status == .ok)
+      var stream = events.body.makeAsyncIterator()
+      let first = try await stream.next().map { String(buffer: $0) } ?? ""
+      #expect(first.contains(#""version":0"#), "\(first)")
+
+      // A request's head, dribbled and never ended: the server closes the connection. The
+      // receive timeout only bounds the test; the server's own idle timeout is what ends it.
+      let read = await offThePool { halfARequestThenReadUntilClosed(port: server.port) }
+      #expect(read == .closedByServer, "\(read)")
+
+      // The stream opened before it has been open longer than the idle timeout, and still
+      // carries the next change.
+      var add = HTTPClientRequest(url: "\(server.url)/carts/alice/items")
+      add.method = .POST
+      add.body = .bytes(ByteBuffer(string: #"{"item": "apple", "quantity": 1}"#))
+      let added = try await client.execute(add, timeout: .seconds(10))
+      #expect(added.status == .ok)
+      let next = try await stream.next().map { String(buffer: $0) } ?? ""
+      #expect(next.contains(#""apple":1"#), "\(next)")
+    } catch {
+      try? await client.shutdown()
+      throw error
+    }
+    try await client.shutdown()
+    #expect(await server.stop(SIGTERM) == 0)
+  }
+}
+
+/// What a connection that sent half a request saw.
+enum HalfRequestOutcome: Equatable {
+  case closedByServer
+  case answered(String)
+  case stillOpenAfter20Seconds
+  case failed(Int32)
+}
+
+/// Connects to `port`, sends a request line and one header but not the blank line that ends the
+/// head, and reads until the server closes the connection.
+func halfARequestThenReadUntilClosed(port: Int) -> HalfRequestOutcome {
+  let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+  guard fd >= 0 else { return .failed(errno) }
+  defer { close(fd) }
+  var timeout = timeval(tv_sec: 20, tv_usec: 0)
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+  var address = sockaddr_in()
+  address.sin_family = sa_family_t(AF_INET)
+  address.sin_port = in_port_t(UInt16(port).bigEndian)
+  address.sin_addr.s_addr = inet_addr("127.0.0.1")
+  let connected = withUnsafePointer(to: &address) {
+    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+      connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+    }
+  }
+  guard connected == 0 else { return .failed(errno) }
+  let head = Array("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n".utf8)
+  guard send(fd, head, head.count, 0) == head.count else { return .failed(errno) }
+  var buffer = [UInt8](repeating: 0, count: 4096)
+  var received: [UInt8] = []
+  while true {
+    let count = recv(fd, &buffer, buffer.count, 0)
+    if count > 0 {
+      received += buffer[..<count]
+    } else if count == 0 {
+      guard received.isEmpty else { return .answered(String(decoding: received, as: UTF8.self)) }
+      return .closedByServer
+    } else if errno == EAGAIN || errno == EWOULDBLOCK {
+      return .stillOpenAfter20Seconds
+    } else if errno == ECONNRESET {
+      return .closedByServer
+    } else {
+      return .failed(errno)
+    }
+  }
+}
