@@ -174,6 +174,17 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     }
   }
 
+  /// The advisory lock that keeps statements over many rows from deadlocking.
+  ///
+  /// Saves, renewals and releases each lock many rows in one statement, in whatever order the
+  /// plan visits them, and they run at once (a group commit's saves, the lease keeper's renewal,
+  /// in every instance): two of them can wait on each other's rows, and PostgreSQL then aborts
+  /// one (a customer's 503). Saves hold this lock shared (theirs never overlap: a key is in one
+  /// save at a time); a renewal or release holds it alone, before it locks any row, for one
+  /// statement. A statement that locks one row (an acquisition, an erasure) cannot close a cycle
+  /// and does not take it.
+  private var rowsLock: String { "unidirectional.rows." + self.table }
+
   private var leaseMilliseconds: Int64 {
     let (seconds, attoseconds) = self.leaseDuration.components
     return seconds * 1_000 + attoseconds / 1_000_000_000_000_000
@@ -379,12 +390,13 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
       if !keys.isEmpty {
         let rows = try await self.client.query(
           """
+          WITH gate AS (SELECT pg_advisory_xact_lock_shared(hashtext(\(self.rowsLock))))
           UPDATE \(unescaped: self.table) AS t
           SET state = v.state, encoding_version = \(Int32(self.stateVersion)),
             idempotency_keys = coalesce(nullif(v.keys, ''::bytea), t.idempotency_keys)
           FROM UNNEST(\(keys)::text[], \(states)::bytea[], \(windows)::bytea[], \(tokens)::int8[])
             AS v(key, state, keys, token)
-          WHERE t.key = v.key AND t.token = v.token AND t.owner = \(owner)
+          WHERE t.key = v.key AND t.token = v.token AND t.owner = \(owner) AND EXISTS (SELECT FROM gate)
           RETURNING t.key
           """,
           logger: self.logger
@@ -419,10 +431,11 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     do {
       let rows = try await self.client.query(
         """
+        WITH gate AS (SELECT pg_advisory_xact_lock(hashtext(\(self.rowsLock))))
         UPDATE \(unescaped: self.table) AS t
         SET lease_expires_at = now() + \(self.leaseMilliseconds) * interval '1 millisecond'
         FROM UNNEST(\(keys)::text[], \(tokens)::int8[]) AS v(key, token)
-        WHERE t.key = v.key AND t.token = v.token AND t.owner = \(owner)
+        WHERE t.key = v.key AND t.token = v.token AND t.owner = \(owner) AND EXISTS (SELECT FROM gate)
         RETURNING t.key
         """,
         logger: self.logger
@@ -442,18 +455,22 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     do {
       try await self.client.query(
         """
+        WITH gate AS (SELECT pg_advisory_xact_lock(hashtext(\(self.rowsLock))))
         DELETE FROM \(unescaped: self.table) AS t
         USING UNNEST(\(keys)::text[], \(tokens)::int8[]) AS v(key, token)
         WHERE t.key = v.key AND t.token = v.token AND t.owner = \(owner) AND t.state IS NULL
+          AND EXISTS (SELECT FROM gate)
         """,
         logger: self.logger
       )
       try await self.client.query(
         """
+        WITH gate AS (SELECT pg_advisory_xact_lock(hashtext(\(self.rowsLock))))
         UPDATE \(unescaped: self.table) AS t
         SET owner = NULL, owner_address = NULL, lease_expires_at = 'epoch'
         FROM UNNEST(\(keys)::text[], \(tokens)::int8[]) AS v(key, token)
         WHERE t.key = v.key AND t.token = v.token AND t.owner = \(owner)
+          AND EXISTS (SELECT FROM gate)
         """,
         logger: self.logger
       )

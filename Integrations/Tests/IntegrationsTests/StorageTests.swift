@@ -293,4 +293,60 @@ struct PostgresStorageTests {
       await carts.shutdown(gracePeriod: .seconds(1))
     }
   }
+
+  /// Saves, renewals and releases over overlapping keys, each in any order, run at once as an
+  /// instance's group commit and lease keeper do: PostgreSQL must never find them deadlocked
+  /// (it aborts one, and a customer's add answers 503).
+  @Test func savesRenewalsAndReleasesOfOverlappingKeysNeverDeadlock() async throws {
+    try await withPostgres { client, table in
+      let storage = try await PostgresSessionStorage<String, Cart.State>(
+        client: client,
+        table: table
+      )
+      var leases: [SessionLease<String>] = []
+      for index in 0..<64 {
+        guard case .acquired(let token, _, _) = try await storage.acquire("k\(index)", owner: "a")
+        else { Issue.record("k\(index) was not acquired"); return }
+        leases.append(SessionLease(key: "k\(index)", token: token))
+      }
+      let all = leases
+      try await withThrowingTaskGroup(of: Void.self) { group in
+        // Each saver has keys of its own, as a key is in one save at a time.
+        for saver in 0..<4 {
+          let mine = all.filter { Int($0.key.dropFirst())! % 4 == saver }
+          group.addTask {
+            for round in 0..<40 {
+              let writes = mine.shuffled().map { lease in
+                var cart = Cart.State(customer: lease.key)
+                cart.items = ["apple": round + 1]
+                return SessionWrite(key: lease.key, state: cart, token: lease.token)
+              }
+              let results = try await storage.save(writes, owner: "a")
+              #expect(results.allSatisfy { $0 == .saved }, "\(results)")
+            }
+          }
+        }
+        for _ in 0..<2 {
+          group.addTask {
+            for _ in 0..<40 {
+              let lost = try await storage.renew(all.shuffled(), owner: "a")
+              #expect(lost.isEmpty)
+            }
+          }
+        }
+        // Releases of leases no longer held (another token) lock the same rows and change none.
+        group.addTask {
+          for _ in 0..<40 {
+            let stale = all.shuffled().map { SessionLease(key: $0.key, token: $0.token + 1) }
+            try await storage.release(stale, owner: "a")
+          }
+        }
+        try await group.waitForAll()
+      }
+      for index in 0..<64 {
+        let stored = try await storage.storedState(for: "k\(index)")
+        #expect(stored?.items == ["apple": 40])
+      }
+    }
+  }
 }
