@@ -424,8 +424,25 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     }
   }
 
-  /// Extends the leases `owner` still holds, in one statement; returns the keys it lost.
+  /// Extends the leases `owner` still holds, a statement per ``renewalChunk`` of them; returns
+  /// the keys it lost.
   public func renew(_ leases: [SessionLease<Key>], owner: String) async throws -> [Key] {
+    var lost: [Key] = []
+    for start in stride(from: 0, to: leases.count, by: Self.renewalChunk) {
+      let chunk = leases[start..<min(start + Self.renewalChunk, leases.count)]
+      lost += try await self.renewChunk(Array(chunk), owner: owner)
+    }
+    return lost
+  }
+
+  /// How many leases one renewal statement extends.
+  ///
+  /// A renewal holds the table's advisory lock alone (``rowsLock``), so no save runs while it
+  /// does: in chunks, saves go between them, and an instance with 100,000 live keys does not stop
+  /// every save for the whole renewal each third of a lease.
+  public static var renewalChunk: Int { 1_000 }
+
+  private func renewChunk(_ leases: [SessionLease<Key>], owner: String) async throws -> [Key] {
     let keys = try leases.map { try self.text($0.key) }
     let tokens = leases.map { Int64($0.token) }
     do {

@@ -440,22 +440,32 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
     }
   }
 
-  /// Extends the leases `owner` still holds; returns the keys it lost.
+  /// Extends the leases `owner` still holds, a transaction per ``renewalChunk`` of them; returns
+  /// the keys it lost.
   public func renew(_ leases: [SessionLease<Key>], owner: String) async throws -> [Key] {
     let (table, now, lease) = (self.table, self.now, self.leaseSeconds)
     let rows = try leases.map { (try self.text($0.key), Int64($0.token), $0.key) }
-    return try await self.pool.write { db in
-      var lost: [Key] = []
-      for (text, token, key) in rows {
-        try db.execute(
-          sql: "UPDATE \(table) SET lease_expiry = ? WHERE key = ? AND token = ? AND owner = ?",
-          arguments: [now + lease, text, token, owner]
-        )
-        if db.changesCount == 0 { lost.append(key) }
+    var lost: [Key] = []
+    for start in stride(from: 0, to: rows.count, by: Self.renewalChunk) {
+      let chunk = rows[start..<min(start + Self.renewalChunk, rows.count)]
+      lost += try await self.pool.write { db in
+        var lost: [Key] = []
+        for (text, token, key) in chunk {
+          try db.execute(
+            sql: "UPDATE \(table) SET lease_expiry = ? WHERE key = ? AND token = ? AND owner = ?",
+            arguments: [now + lease, text, token, owner]
+          )
+          if db.changesCount == 0 { lost.append(key) }
+        }
+        return lost
       }
-      return lost
     }
+    return lost
   }
+
+  /// How many leases one renewal transaction extends: the one writer saves between them, so an
+  /// instance with 100,000 live keys does not hold every save for the whole renewal.
+  public static var renewalChunk: Int { 1_000 }
 
   /// Gives up the leases `owner` still holds; a key never saved leaves no row.
   public func release(_ leases: [SessionLease<Key>], owner: String) async throws {
