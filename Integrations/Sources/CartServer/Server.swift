@@ -219,6 +219,12 @@ private func serve(
   )
   do {
     try await app.runService()
+  } catch let error as IOError {
+    try? await forwarding.shutdown()
+    // NB: NIO's text names the system call; an operator needs the address and the reason.
+    throw UsageError(
+      "cannot listen on \(host):\(options.port): \(String(cString: strerror(error.errnoCode)))"
+    )
   } catch {
     try? await forwarding.shutdown()
     throw error
