@@ -53,6 +53,10 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
   public let concurrentSaves: Int
   /// The version of `State` this app reads and writes; rows are stored with it.
   public let stateVersion: Int
+  /// How long a statement waits for a connection of the client's pool before the storage fails
+  /// it (``PostgresSessionStorageError/databaseUnavailable(_:)``): while the database is down,
+  /// sends fail fast instead of waiting for it to come back.
+  public let connectionWait: Duration
   private let migrate: (@Sendable (StoredState) throws -> State)?
   private let client: PostgresClient
   private let table: String
@@ -68,6 +72,8 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
   ///   - concurrentSaves: How many saves may be in flight at once. Two keep a server on the same
   ///     machine busy with batches of a useful size; a server across a network, with longer round
   ///     trips, keeps up with more. Each save in flight takes a connection of the client's pool.
+  ///   - connectionWait: How long a statement waits for a connection of the pool before it
+  ///     fails.
   ///   - logger: Where the storage's queries log; none by default.
   ///   - migrate: Turns a state stored at an older version into the current one; `nil` refuses
   ///     older states.
@@ -79,6 +85,7 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     leaseDuration: Duration = .seconds(10),
     stateVersion: Int = 1,
     concurrentSaves: Int = 2,
+    connectionWait: Duration = .seconds(5),
     logger: Logger = Logger(
       label: "unidirectional.postgres",
       factory: { _ in SwiftLogNoOpLogHandler() }
@@ -99,6 +106,7 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     self.leaseDuration = leaseDuration
     self.stateVersion = stateVersion
     self.concurrentSaves = concurrentSaves
+    self.connectionWait = connectionWait
     self.migrate = migrate
     self.logger = logger
     try await self.createOrCheckSchema()
@@ -118,47 +126,50 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
       // NB: concurrent `CREATE TABLE IF NOT EXISTS` is not safe in PostgreSQL (two instances
       // starting together on a new database: one fails on a unique index of the catalog). An
       // advisory lock held for the transaction makes the instances create or upgrade in turn.
-      let found = try await self.client.withTransaction(logger: self.logger) { connection in
-        try await connection.query(
-          "SELECT pg_advisory_xact_lock(hashtext(\("unidirectional.schema." + table)))",
-          logger: self.logger
-        )
-        try await connection.query(
-          """
-          CREATE TABLE IF NOT EXISTS \(unescaped: table) (
-            key text PRIMARY KEY,
-            state bytea,
-            encoding_version integer NOT NULL DEFAULT 1,
-            owner text,
-            lease_expires_at timestamptz NOT NULL DEFAULT 'epoch',
-            token bigint NOT NULL DEFAULT 0,
-            idempotency_keys bytea,
-            owner_address text
+      let logger = self.logger
+      let found = try await self.client.withConnection(within: self.connectionWait) { connection in
+        try await connection.withTransaction(logger: logger) { connection in
+          try await connection.query(
+            "SELECT pg_advisory_xact_lock(hashtext(\("unidirectional.schema." + table)))",
+            logger: logger
           )
-          """,
-          logger: self.logger
-        )
-        // The first release's table gains the columns that came since; its rows stay.
-        try await connection.query(
-          """
-          ALTER TABLE \(unescaped: table) ADD COLUMN IF NOT EXISTS idempotency_keys bytea,
-            ADD COLUMN IF NOT EXISTS owner_address text
-          """,
-          logger: self.logger
-        )
-        let rows = try await connection.query(
-          """
-          SELECT column_name, data_type FROM information_schema.columns
-          WHERE table_name = \(table) AND table_schema = current_schema()
-          ORDER BY ordinal_position
-          """,
-          logger: self.logger
-        )
-        var found: [String] = []
-        for try await (name, type) in rows.decode((String, String).self) {
-          found.append("\(name) \(type)")
+          try await connection.query(
+            """
+            CREATE TABLE IF NOT EXISTS \(unescaped: table) (
+              key text PRIMARY KEY,
+              state bytea,
+              encoding_version integer NOT NULL DEFAULT 1,
+              owner text,
+              lease_expires_at timestamptz NOT NULL DEFAULT 'epoch',
+              token bigint NOT NULL DEFAULT 0,
+              idempotency_keys bytea,
+              owner_address text
+            )
+            """,
+            logger: logger
+          )
+          // The first release's table gains the columns that came since; its rows stay.
+          try await connection.query(
+            """
+            ALTER TABLE \(unescaped: table) ADD COLUMN IF NOT EXISTS idempotency_keys bytea,
+              ADD COLUMN IF NOT EXISTS owner_address text
+            """,
+            logger: logger
+          )
+          let rows = try await connection.query(
+            """
+            SELECT column_name, data_type FROM information_schema.columns
+            WHERE table_name = \(table) AND table_schema = current_schema()
+            ORDER BY ordinal_position
+            """,
+            logger: logger
+          )
+          var found: [String] = []
+          for try await (name, type) in rows.decode((String, String).self) {
+            found.append("\(name) \(type)")
+          }
+          return found
         }
-        return found
       }
       guard found == Self.columns else {
         throw PostgresSessionStorageError.schemaMismatch(
@@ -171,6 +182,15 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
       throw error
     } catch {
       throw PostgresSessionStorageError.databaseUnavailable(describing(error))
+    }
+  }
+
+  /// Runs `query` on a connection, waiting at most ``connectionWait`` for one; its rows.
+  @discardableResult
+  private func query(_ query: PostgresQuery) async throws -> [PostgresRow] {
+    let logger = self.logger
+    return try await self.client.withConnection(within: self.connectionWait) { connection in
+      try await connection.query(query, logger: logger).collect()
     }
   }
 
@@ -217,7 +237,7 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     let lease = self.leaseMilliseconds
     let acquired: (token: Int64, state: ByteBuffer?, version: Int32, keys: ByteBuffer?)?
     do {
-      let rows = try await self.client.query(
+      let rows = try await self.query(
         """
         INSERT INTO \(unescaped: self.table) AS t (key, owner, owner_address, lease_expires_at, token)
         VALUES (\(text), \(owner), \(address), now() + \(lease) * interval '1 millisecond', 1)
@@ -229,24 +249,22 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
           lease_expires_at = excluded.lease_expires_at
         WHERE t.owner IS NULL OR t.owner = excluded.owner OR t.lease_expires_at <= now()
         RETURNING t.token, t.state, t.encoding_version, t.idempotency_keys
-        """,
-        logger: self.logger
+        """
       )
       var found: (Int64, ByteBuffer?, Int32, ByteBuffer?)?
-      for try await row in rows.decode((Int64, ByteBuffer?, Int32, ByteBuffer?).self) {
+      for row in try rows.decoded((Int64, ByteBuffer?, Int32, ByteBuffer?).self) {
         found = row
       }
       acquired = found.map { (token: $0.0, state: $0.1, version: $0.2, keys: $0.3) }
       if acquired == nil {
-        let owners = try await self.client.query(
+        let owners = try await self.query(
           """
           SELECT owner, owner_address,
             (extract(epoch FROM lease_expires_at - now()) * 1000)::int8
           FROM \(unescaped: self.table) WHERE key = \(text)
-          """,
-          logger: self.logger
+          """
         )
-        for try await (holder, address, left) in owners.decode((String?, String?, Int64).self) {
+        for (holder, address, left) in try owners.decoded((String?, String?, Int64).self) {
           return .heldBy(
             owner: holder ?? "another owner",
             address: address,
@@ -297,11 +315,10 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     let text = try self.text(key)
     var stored: (ByteBuffer?, Int32)?
     do {
-      let rows = try await self.client.query(
-        "SELECT state, encoding_version FROM \(unescaped: self.table) WHERE key = \(text)",
-        logger: self.logger
+      let rows = try await self.query(
+        "SELECT state, encoding_version FROM \(unescaped: self.table) WHERE key = \(text)"
       )
-      for try await row in rows.decode((ByteBuffer?, Int32).self) { stored = row }
+      for row in try rows.decoded((ByteBuffer?, Int32).self) { stored = row }
     } catch {
       throw PostgresSessionStorageError.databaseUnavailable(describing(error))
     }
@@ -317,7 +334,7 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
       // NB: one statement for both fences: with a token, `owner`'s lease under it; without, no
       // other owner's unexpired lease.
       let token = token.map { Int64(bitPattern: $0) }
-      let rows = try await self.client.query(
+      let rows = try await self.query(
         """
         WITH gone AS (
           DELETE FROM \(unescaped: self.table)
@@ -331,10 +348,9 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
         SELECT (SELECT count(*) FROM gone)::int8,
           (SELECT count(*) FROM \(unescaped: self.table) WHERE key = \(text))::int8,
           (SELECT owner FROM \(unescaped: self.table) WHERE key = \(text))
-        """,
-        logger: self.logger
+        """
       )
-      for try await (deleted, rows, holder) in rows.decode((Int64, Int64, String?).self) {
+      for (deleted, rows, holder) in try rows.decoded((Int64, Int64, String?).self) {
         // NB: the statement's snapshot still sees the deleted row: a deletion answers for itself.
         if deleted == 1 || rows == 0 { return .saved }
         return .staleToken(currentOwner: holder)
@@ -388,7 +404,7 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     var current: [String: String] = [:]
     do {
       if !keys.isEmpty {
-        let rows = try await self.client.query(
+        let rows = try await self.query(
           """
           WITH gate AS (SELECT pg_advisory_xact_lock_shared(hashtext(\(self.rowsLock))))
           UPDATE \(unescaped: self.table) AS t
@@ -398,18 +414,16 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
             AS v(key, state, keys, token)
           WHERE t.key = v.key AND t.token = v.token AND t.owner = \(owner) AND EXISTS (SELECT FROM gate)
           RETURNING t.key
-          """,
-          logger: self.logger
+          """
         )
-        for try await key in rows.decode(String.self) { saved.insert(key) }
+        for key in try rows.decoded(String.self) { saved.insert(key) }
       }
       let stale = keys.filter { !saved.contains($0) }
       if !stale.isEmpty {
-        let owners = try await self.client.query(
-          "SELECT key, owner FROM \(unescaped: self.table) WHERE key = ANY(\(stale)::text[])",
-          logger: self.logger
+        let owners = try await self.query(
+          "SELECT key, owner FROM \(unescaped: self.table) WHERE key = ANY(\(stale)::text[])"
         )
-        for try await (key, holder) in owners.decode((String, String?).self) {
+        for (key, holder) in try owners.decoded((String, String?).self) {
           if let holder { current[key] = holder }
         }
       }
@@ -446,7 +460,7 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     let keys = try leases.map { try self.text($0.key) }
     let tokens = leases.map { Int64($0.token) }
     do {
-      let rows = try await self.client.query(
+      let rows = try await self.query(
         """
         WITH gate AS (SELECT pg_advisory_xact_lock(hashtext(\(self.rowsLock))))
         UPDATE \(unescaped: self.table) AS t
@@ -454,11 +468,10 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
         FROM UNNEST(\(keys)::text[], \(tokens)::int8[]) AS v(key, token)
         WHERE t.key = v.key AND t.token = v.token AND t.owner = \(owner) AND EXISTS (SELECT FROM gate)
         RETURNING t.key
-        """,
-        logger: self.logger
+        """
       )
       var renewed = Set<String>()
-      for try await key in rows.decode(String.self) { renewed.insert(key) }
+      for key in try rows.decoded(String.self) { renewed.insert(key) }
       return zip(keys, leases).filter { !renewed.contains($0.0) }.map(\.1.key)
     } catch {
       throw PostgresSessionStorageError.databaseUnavailable(describing(error))
@@ -470,17 +483,16 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     let keys = try leases.map { try self.text($0.key) }
     let tokens = leases.map { Int64($0.token) }
     do {
-      try await self.client.query(
+      try await self.query(
         """
         WITH gate AS (SELECT pg_advisory_xact_lock(hashtext(\(self.rowsLock))))
         DELETE FROM \(unescaped: self.table) AS t
         USING UNNEST(\(keys)::text[], \(tokens)::int8[]) AS v(key, token)
         WHERE t.key = v.key AND t.token = v.token AND t.owner = \(owner) AND t.state IS NULL
           AND EXISTS (SELECT FROM gate)
-        """,
-        logger: self.logger
+        """
       )
-      try await self.client.query(
+      try await self.query(
         """
         WITH gate AS (SELECT pg_advisory_xact_lock(hashtext(\(self.rowsLock))))
         UPDATE \(unescaped: self.table) AS t
@@ -488,8 +500,7 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
         FROM UNNEST(\(keys)::text[], \(tokens)::int8[]) AS v(key, token)
         WHERE t.key = v.key AND t.token = v.token AND t.owner = \(owner)
           AND EXISTS (SELECT FROM gate)
-        """,
-        logger: self.logger
+        """
       )
     } catch {
       throw PostgresSessionStorageError.databaseUnavailable(describing(error))
@@ -499,11 +510,10 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
   /// The state stored for `key`, read directly (for tools and tests).
   public func storedState(for key: Key) async throws -> State? {
     let text = try self.text(key)
-    let rows = try await self.client.query(
-      "SELECT state FROM \(unescaped: self.table) WHERE key = \(text)",
-      logger: self.logger
+    let rows = try await self.query(
+      "SELECT state FROM \(unescaped: self.table) WHERE key = \(text)"
     )
-    for try await state in rows.decode(ByteBuffer?.self) {
+    for state in try rows.decoded(ByteBuffer?.self) {
       guard let state else { return nil }
       return try JSONDecoder().decode(State.self, from: Data(buffer: state))
     }
