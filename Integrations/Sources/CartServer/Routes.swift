@@ -64,9 +64,19 @@ func makeRouter(
     router.add(middleware: ForwardingMiddleware(registry: carts, client: forwarding))
   }
   router.get("/health") { _, _ in "ok" }
+  // NB: balancers' health checks often ask with HEAD, which Hummingbird does not route to GET.
+  router.head("/health") { _, _ in HTTPResponse.Status.ok }
   router.post("/carts/:customer/items") { request, context -> Response in
     let customer = try identifier(context, "customer")
     let idempotencyKey = try idempotencyKey(of: request)
+    // NB: a body declared past the limit is refused before it is read: waiting for it would
+    // hold the connection until the client sent it all, or gave up.
+    if let declared = request.headers[.contentLength].flatMap({ Int($0) }),
+      declared > maximumBodySize
+    {
+      // NB: and the connection closed: the body was never read, so nothing after it can be.
+      throw HTTPError(.contentTooLarge, headers: [.connection: "close"])
+    }
     let buffer = try await request.body.collect(upTo: maximumBodySize)
     let add: AddItem
     do {

@@ -82,7 +82,17 @@ public struct ForwardingMiddleware<Context: RequestContext>: RouterMiddleware {
   ) async throws -> Response {
     var request = request
     let isForwarded = request.headers.contains { $0.name.canonicalName == forwardedName }
-    if !isForwarded { _ = try await request.collectBody(upTo: self.maximumBodySize) }
+    if !isForwarded {
+      // NB: a body declared past the limit is refused before any of it is read (waiting for it
+      // would hold the connection until the client sent it all), and the connection closed, since
+      // what follows that body cannot be read.
+      if let declared = request.headers[.contentLength].flatMap({ Int($0) }),
+        declared > self.maximumBodySize
+      {
+        throw HTTPError(.contentTooLarge, headers: [.connection: "close"])
+      }
+      _ = try await request.collectBody(upTo: self.maximumBodySize)
+    }
     do {
       return try await next(request, context)
     } catch let error as SessionError {

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Logging
+import NIOHTTP1
 import Unidirectional
 
 /// A ``SessionError`` as an HTTP answer: a status, a JSON body `{"error": "..."}` that names no
@@ -70,6 +71,8 @@ public struct SessionHTTPError: HTTPResponseError, Sendable {
 /// - Hummingbird's `HTTPError` and other `HTTPResponseError`s (404 for an unknown route, 413 for
 ///   a body past the limit, the app's own 400s): their status and headers, with their message or
 ///   the status's reason phrase.
+/// - A body the HTTP parser refuses (a bad chunk size, a stream cut short): 400, naming the
+///   parser's error.
 /// - Anything else: 500, `"internal error"`; the error's text goes to the log only.
 ///
 /// Add it first, so it sees what every later middleware and route throws:
@@ -99,6 +102,15 @@ public struct JSONErrorMiddleware<Context: RequestContext>: RouterMiddleware {
       let message = error.body ?? error.status.reasonPhrase
       if error.status.code >= 500 { log(context, request, status: error.status, detail: message) }
       return jsonErrorResponse(error.status, message, headers: error.headers)
+    } catch let error as HTTPParserError {
+      // NB: the head parsed but the body did not (a bad chunk size, a stream cut short): the
+      // client's mistake, not the server's; the parser's text names no host or path.
+      log(context, request, status: .badRequest, detail: "\(error)")
+      return jsonErrorResponse(
+        .badRequest,
+        "the request's body is not valid HTTP/1.1: \(error)",
+        headers: [:]
+      )
     } catch let error as any HTTPResponseError {
       let status = error.status
       log(context, request, status: status, detail: "\(error)")
@@ -135,7 +147,10 @@ public func jsonErrorResponse(
 ) -> Response {
   var headers = headers
   headers[.contentType] = "application/json; charset=utf-8"
-  let data = (try? JSONEncoder().encode(["error": message])) ?? Data(#"{"error":"error"}"#.utf8)
+  let encoder = JSONEncoder()
+  // NB: "HTTP/1.1", not "HTTP\/1.1": the same text as the parser's own refusals.
+  encoder.outputFormatting = .withoutEscapingSlashes
+  let data = (try? encoder.encode(["error": message])) ?? Data(#"{"error":"error"}"#.utf8)
   return Response(
     status: status,
     headers: headers,

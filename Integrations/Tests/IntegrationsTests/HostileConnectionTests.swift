@@ -29,7 +29,9 @@ import Glibc
 
       // A request's head, dribbled and never ended: the server closes the connection. The
       // receive timeout only bounds the test; the server's own idle timeout is what ends it.
-      let read = await offThePool { halfARequestThenReadUntilClosed(port: server.port) }
+      let read = await offThePool {
+        sendThenReadUntilClosed(port: server.port, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+      }
       #expect(read == .closedByServer, "\(read)")
 
       // The stream opened before it has been open longer than the idle timeout, and still
@@ -50,17 +52,67 @@ import Glibc
   }
 }
 
-/// What a connection that sent half a request saw.
-enum HalfRequestOutcome: Equatable {
+extension HostileConnectionTests {
+  @Test func aBodyDeclaredPastTheLimitIs413BeforeItIsSentAndABadChunkIs400() async throws {
+    let server = try await CartServerProcess(["--storage", "memory"])
+    let port = server.port
+    let declared = await offThePool {
+      sendThenReadUntilClosed(
+        port: port,
+        "POST /carts/alice/items HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n{"
+      )
+    }
+    guard case .answered(let tooLarge) = declared else {
+      Issue.record("\(declared)")
+      return
+    }
+    #expect(tooLarge.hasPrefix("HTTP/1.1 413"), "\(tooLarge)")
+    #expect(tooLarge.hasSuffix(#"{"error":"Content Too Large"}"#), "\(tooLarge)")
+    let chunked = await offThePool {
+      sendThenReadUntilClosed(
+        port: port,
+        "POST /carts/alice/items HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+          + "Connection: close\r\n\r\nzz\r\nabc\r\n0\r\n\r\n"
+      )
+    }
+    guard case .answered(let badChunk) = chunked else {
+      Issue.record("\(chunked)")
+      return
+    }
+    #expect(badChunk.hasPrefix("HTTP/1.1 400"), "\(badChunk)")
+    #expect(
+      badChunk.hasSuffix(
+        #"{"error":"the request's body is not valid HTTP/1.1: invalid character in chunk size header"}"#
+      ),
+      "\(badChunk)"
+    )
+    // Neither touched the cart, and the server serves on.
+    let cart = await offThePool {
+      sendThenReadUntilClosed(
+        port: port,
+        "GET /carts/alice HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+      )
+    }
+    guard case .answered(let read) = cart else {
+      Issue.record("\(cart)")
+      return
+    }
+    #expect(read.hasSuffix(#"{"customer":"alice","items":{},"version":0}"#), "\(read)")
+    #expect(await server.stop(SIGTERM) == 0)
+  }
+}
+
+/// What a raw connection saw after it sent its bytes.
+enum RawOutcome: Equatable {
   case closedByServer
   case answered(String)
   case stillOpenAfter20Seconds
   case failed(Int32)
 }
 
-/// Connects to `port`, sends a request line and one header but not the blank line that ends the
-/// head, and reads until the server closes the connection.
-func halfARequestThenReadUntilClosed(port: Int) -> HalfRequestOutcome {
+/// Connects to `port`, sends `text` as it is (HTTP no client library would send), and reads until
+/// a whole response came or the server closed the connection.
+func sendThenReadUntilClosed(port: Int, _ text: String) -> RawOutcome {
   let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
   guard fd >= 0 else { return .failed(errno) }
   defer { close(fd) }
@@ -76,14 +128,28 @@ func halfARequestThenReadUntilClosed(port: Int) -> HalfRequestOutcome {
     }
   }
   guard connected == 0 else { return .failed(errno) }
-  let head = Array("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n".utf8)
-  guard send(fd, head, head.count, 0) == head.count else { return .failed(errno) }
+  let bytes = Array(text.utf8)
+  guard send(fd, bytes, bytes.count, 0) == bytes.count else { return .failed(errno) }
   var buffer = [UInt8](repeating: 0, count: 4096)
   var received: [UInt8] = []
   while true {
     let count = recv(fd, &buffer, buffer.count, 0)
     if count > 0 {
       received += buffer[..<count]
+      // A whole response (its head and the body its Content-Length gives) is an answer, whether
+      // or not the server then closes the connection.
+      let text = String(decoding: received, as: UTF8.self)
+      let parts = text.split(separator: "\r\n\r\n", maxSplits: 1, omittingEmptySubsequences: false)
+      if parts.count == 2,
+        let field = parts[0].split(separator: "\r\n")
+          .first(where: { $0.lowercased().hasPrefix("content-length:") }),
+        let length = Int(
+          field.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)
+        ),
+        parts[1].utf8.count >= length
+      {
+        return .answered(text)
+      }
     } else if count == 0 {
       guard received.isEmpty else { return .answered(String(decoding: received, as: UTF8.self)) }
       return .closedByServer

@@ -32,6 +32,11 @@ private func decodeCart(_ buffer: ByteBuffer) throws -> Cart.State {
         #expect(response.status == .ok)
         #expect(String(buffer: response.body) == "ok")
       }
+      // A balancer's health check often asks with HEAD.
+      try await client.execute(uri: "/health", method: .head) { response in
+        #expect(response.status == .ok)
+        #expect(response.body.readableBytes == 0)
+      }
       try await client.execute(
         uri: "/carts/alice/items",
         method: .post,
