@@ -42,9 +42,13 @@ extension StoreRegistry {
   ///
   /// A store whose lease was lost, or whose save failed, shuts down at once and saves nothing:
   /// its state is not (or no longer) what storage holds. An erased one then removes its row.
+  ///
+  /// With `releaseLater`, a saved store's lease goes to it instead of to storage (the registry's
+  /// shutdown releases them all together).
   func finishPassivating(
     _ entry: Entry,
-    gracePeriod: Duration? = nil
+    gracePeriod: Duration? = nil,
+    releaseLater: (@Sendable (SessionLease<Key>) -> Void)? = nil
   ) async
     -> SessionError?
   {
@@ -88,7 +92,12 @@ extension StoreRegistry {
             token: token,
             idempotency: entry.activity.idempotency
           )
-          try await storage.release([SessionLease(key: entry.key, token: token)], owner: self.owner)
+          let lease = SessionLease(key: entry.key, token: token)
+          if let releaseLater {
+            releaseLater(lease)
+          } else {
+            try await storage.release([lease], owner: self.owner)
+          }
         } catch let error as SessionError {
           failure = error
         } catch {

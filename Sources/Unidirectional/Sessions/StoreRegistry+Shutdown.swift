@@ -4,8 +4,11 @@ extension StoreRegistry {
   /// Passivates every live store, concurrently, and takes no more actions.
   ///
   /// Each store shuts down gracefully within `gracePeriod` (marked effects are cancelled at once),
-  /// then, with storage, saves and releases its lease. A save that fails is reported as an issue
-  /// naming the key and the error. Later sends throw ``SessionError/shutDown(key:message:)``.
+  /// then, with storage, saves; the saved stores' leases are released together at the end, a
+  /// thousand to a call (one call a lease held a server with many sessions in its shutdown for
+  /// as many writes). A save that fails is reported as an issue naming the key and the error, as
+  /// is a release that fails (those leases expire instead). Later sends throw
+  /// ``SessionError/shutDown(key:message:)``.
   ///
   /// - Parameter gracePeriod: How long each store's unmarked effects may run on.
   public func shutdown(gracePeriod: Duration) async {
@@ -26,10 +29,14 @@ extension StoreRegistry {
       return (live, busy, guarded.renewal)
     }
     renewal?.cancel()
+    let saved = LockedBox<[SessionLease<Key>]>([])
     await withTaskGroup(of: Void.self) { group in
       for entry in live {
         group.addTask {
-          if let failure = await self.finishPassivating(entry, gracePeriod: gracePeriod) {
+          let failure = await self.finishPassivating(entry, gracePeriod: gracePeriod) { lease in
+            saved.withLock { $0.append(lease) }
+          }
+          if let failure {
             reportIssue(
               """
               Shutting down the session '\(entry.key)' did not save its state.
@@ -42,6 +49,28 @@ extension StoreRegistry {
       }
     }
     for entry in busy { await self.waitUntilGone(entry) }
+    await self.release(saved.withLock { $0 })
+  }
+
+  /// Releases `leases`, a thousand to a call; a call that fails is reported, and its leases
+  /// expire instead.
+  private func release(_ leases: [SessionLease<Key>]) async {
+    guard let storage = self.storage else { return }
+    for start in stride(from: 0, to: leases.count, by: 1_000) {
+      let chunk = Array(leases[start..<min(start + 1_000, leases.count)])
+      do {
+        try await storage.release(chunk, owner: self.owner)
+      } catch {
+        reportIssue(
+          """
+          Releasing the leases of \(chunk.count) sessions at shutdown failed; other instances \
+          take them once they expire.
+
+            \(error)
+          """
+        )
+      }
+    }
   }
 
   /// Waits until `entry` has left the registry.
