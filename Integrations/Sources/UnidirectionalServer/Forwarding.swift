@@ -52,7 +52,8 @@ public struct ForwardingMiddleware<Context: RequestContext>: RouterMiddleware {
   ///   - client: The HTTP client forwarded requests go through (one, shared, with a bounded
   ///     connection pool).
   ///   - maximumBodySize: The largest body buffered (a larger one is answered 413).
-  ///   - timeout: How long a forwarded request may take, streaming included.
+  ///   - timeout: How long a forwarded request may wait for the owner's response to begin; a
+  ///     streamed body (an SSE stream) then runs as long as the owner sends it.
   ///   - metricsFactory: Where `unidirectional_forwarded_requests_total` goes.
   public init<R: Reducer & SendableMetatype>(
     registry: StoreRegistry<String, R>,
@@ -71,7 +72,8 @@ public struct ForwardingMiddleware<Context: RequestContext>: RouterMiddleware {
     self.address = { registry.advertisedAddress }
     self.unreachable = UnreachableOwners()
     self.maximumBodySize = maximumBodySize
-    self.timeout = .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000)
+    let (seconds, attoseconds) = timeout.components
+    self.timeout = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
   }
 
   /// Runs the route; forwards its request when the session is another instance's.
