@@ -335,6 +335,19 @@ private struct DiskFull: Error, CustomStringConvertible {
     #expect(!storage.hasRow(for: "ghost"))
   }
 
+  @Test func aKeyOnlyWatchedLeavesNoRowOncePassivatedOrShutDown() async throws {
+    let storage = LedgerStorage()
+    let ledgers = registry("a", storage)
+    // A watcher activates the store (its lease is a row) but sends nothing.
+    _ = try await ledgers.activatedStore(for: "ghost")
+    _ = try await ledgers.activatedStore(for: "spectre")
+    #expect(storage.hasRow(for: "ghost"))
+    try await ledgers.passivate("ghost")
+    #expect(!storage.hasRow(for: "ghost"))
+    await ledgers.shutdown(gracePeriod: .seconds(1))
+    #expect(!storage.hasRow(for: "spectre"))
+  }
+
   @Test func anUnreadableStateFailsOnlyItsKeyOnReadsAndSends() async throws {
     let storage = LedgerStorage()
     storage.store(SessionLedger.State(key: "alice", applied: [7]), for: "alice")

@@ -85,13 +85,17 @@ extension StoreRegistry {
         await self.waitForSaves(of: entry)
         let state = await store.state
         do {
-          try await commits.commit(
-            entry.key,
-            state: state,
-            version: entry.activity.version,
-            token: token,
-            idempotency: entry.activity.idempotency
-          )
+          // NB: a store that reduced no action holds what storage holds, or, for a key never
+          // saved (a stream only watched it), nothing worth a row: saving it would write one.
+          if entry.activity.version > 0 {
+            try await commits.commit(
+              entry.key,
+              state: state,
+              version: entry.activity.version,
+              token: token,
+              idempotency: entry.activity.idempotency
+            )
+          }
           let lease = SessionLease(key: entry.key, token: token)
           if let releaseLater {
             releaseLater(lease)
