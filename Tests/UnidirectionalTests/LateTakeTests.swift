@@ -78,7 +78,7 @@ private func ledgers(
 
 /// A storage that takes its batch only when asked to, as a storage with one writer does: its
 /// saves can be held before they take, fail before they take, or return without taking.
-final class LateTakingStorage<Key: Hashable & Sendable, State: Sendable>: SessionStorage {
+final class LateTakingStorage<Key: Hashable & Sendable, State: Sendable>: PassThroughStorage {
   enum Mode: Sendable {
     case take
     case failBeforeTaking
@@ -99,8 +99,6 @@ final class LateTakingStorage<Key: Hashable & Sendable, State: Sendable>: Sessio
     self.base = base
     self.gated = GatedStorage(base)
   }
-
-  var leaseDuration: Duration { self.base.leaseDuration }
 
   /// How many writes each save's second call of `take` returned.
   var secondTakes: [Int] { self.seconds.value }
@@ -139,29 +137,4 @@ final class LateTakingStorage<Key: Hashable & Sendable, State: Sendable>: Sessio
     return try await self.base.save(writes, owner: owner)
   }
 
-  func acquire(
-    _ key: Key,
-    owner: String,
-    address: String?
-  ) async throws
-    -> SessionAcquisition<State>
-  {
-    try await self.base.acquire(key, owner: owner, address: address)
-  }
-
-  func load(_ key: Key) async throws -> State? {
-    try await self.base.load(key)
-  }
-
-  func erase(_ key: Key, token: UInt64?, owner: String) async throws -> SessionSaveResult {
-    try await self.base.erase(key, token: token, owner: owner)
-  }
-
-  func renew(_ leases: [SessionLease<Key>], owner: String) async throws -> [Key] {
-    try await self.base.renew(leases, owner: owner)
-  }
-
-  func release(_ leases: [SessionLease<Key>], owner: String) async throws {
-    try await self.base.release(leases, owner: owner)
-  }
 }

@@ -528,14 +528,13 @@ private final class IssueLog: StoreObserver, Sendable {
 
 /// A storage whose first erase answers that another owner holds the lease, though none does (its
 /// holder let it go in between).
-private final class FirstEraseMeetsALease: SessionStorage {
+private final class FirstEraseMeetsALease: PassThroughStorage {
   let base: LedgerStorage
   private let count = LockIsolated(0)
 
   init(_ base: LedgerStorage) { self.base = base }
 
   var erases: Int { self.count.value }
-  var leaseDuration: Duration { self.base.leaseDuration }
 
   func erase(_ key: String, token: UInt64?, owner: String) async throws -> SessionSaveResult {
     let first = self.count.withValue { count in
@@ -544,32 +543,5 @@ private final class FirstEraseMeetsALease: SessionStorage {
     }
     if first { return .staleToken(currentOwner: "gone") }
     return try await self.base.erase(key, token: token, owner: owner)
-  }
-
-  func acquire(
-    _ key: String,
-    owner: String,
-    address: String?
-  ) async throws -> SessionAcquisition<SessionLedger.State> {
-    try await self.base.acquire(key, owner: owner, address: address)
-  }
-
-  func load(_ key: String) async throws -> SessionLedger.State? {
-    try await self.base.load(key)
-  }
-
-  func save(
-    _ writes: [SessionWrite<String, SessionLedger.State>],
-    owner: String
-  ) async throws -> [SessionSaveResult] {
-    try await self.base.save(writes, owner: owner)
-  }
-
-  func renew(_ leases: [SessionLease<String>], owner: String) async throws -> [String] {
-    try await self.base.renew(leases, owner: owner)
-  }
-
-  func release(_ leases: [SessionLease<String>], owner: String) async throws {
-    try await self.base.release(leases, owner: owner)
   }
 }

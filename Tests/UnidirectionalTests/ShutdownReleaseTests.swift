@@ -27,38 +27,9 @@ import Unidirectional
 }
 
 /// In-memory storage that records each release call's leases.
-final class ReleaseRecordingStorage: SessionStorage {
+final class ReleaseRecordingStorage: PassThroughStorage {
   let base = InMemorySessionStorage<String, SessionLedger.State>(leaseDuration: .seconds(3_600))
   let releases = Mutex<[[SessionLease<String>]]>([])
-
-  var leaseDuration: Duration { self.base.leaseDuration }
-
-  func acquire(
-    _ key: String,
-    owner: String,
-    address: String?
-  ) async throws -> SessionAcquisition<SessionLedger.State> {
-    try await self.base.acquire(key, owner: owner, address: address)
-  }
-
-  func load(_ key: String) async throws -> SessionLedger.State? {
-    try await self.base.load(key)
-  }
-
-  func save(
-    _ writes: [SessionWrite<String, SessionLedger.State>],
-    owner: String
-  ) async throws -> [SessionSaveResult] {
-    try await self.base.save(writes, owner: owner)
-  }
-
-  func erase(_ key: String, token: UInt64?, owner: String) async throws -> SessionSaveResult {
-    try await self.base.erase(key, token: token, owner: owner)
-  }
-
-  func renew(_ leases: [SessionLease<String>], owner: String) async throws -> [String] {
-    try await self.base.renew(leases, owner: owner)
-  }
 
   func release(_ leases: [SessionLease<String>], owner: String) async throws {
     self.releases.withLock { $0.append(leases) }

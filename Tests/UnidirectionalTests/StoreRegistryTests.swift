@@ -398,7 +398,7 @@ extension Sequence where Element: Sendable {
 }
 
 /// A storage whose saves can be held in flight (to make sends queue behind one).
-final class GatedStorage<Key: Hashable & Sendable, State: Sendable>: SessionStorage {
+final class GatedStorage<Key: Hashable & Sendable, State: Sendable>: PassThroughStorage {
   let base: InMemorySessionStorage<Key, State>
   private struct Contents {
     var holding = false
@@ -413,8 +413,6 @@ final class GatedStorage<Key: Hashable & Sendable, State: Sendable>: SessionStor
     self.base = base
     self.concurrentSaves = concurrentSaves
   }
-
-  var leaseDuration: Duration { self.base.leaseDuration }
 
   func hold() { self.gate.withValue { $0.holding = true } }
 
@@ -441,16 +439,6 @@ final class GatedStorage<Key: Hashable & Sendable, State: Sendable>: SessionStor
     for continuation in held { continuation.resume() }
   }
 
-  func acquire(
-    _ key: Key,
-    owner: String,
-    address: String?
-  ) async throws
-    -> SessionAcquisition<State>
-  {
-    try await self.base.acquire(key, owner: owner, address: address)
-  }
-
   func save(
     _ writes: [SessionWrite<Key, State>],
     owner: String
@@ -475,19 +463,4 @@ final class GatedStorage<Key: Hashable & Sendable, State: Sendable>: SessionStor
     }
   }
 
-  func load(_ key: Key) async throws -> State? {
-    try await self.base.load(key)
-  }
-
-  func erase(_ key: Key, token: UInt64?, owner: String) async throws -> SessionSaveResult {
-    try await self.base.erase(key, token: token, owner: owner)
-  }
-
-  func renew(_ leases: [SessionLease<Key>], owner: String) async throws -> [Key] {
-    try await self.base.renew(leases, owner: owner)
-  }
-
-  func release(_ leases: [SessionLease<Key>], owner: String) async throws {
-    try await self.base.release(leases, owner: owner)
-  }
 }
