@@ -3,6 +3,8 @@ import Foundation
 import NIOCore
 import Testing
 
+@testable import CartServer
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -56,29 +58,17 @@ extension HostileConnectionTests {
   @Test func aBodyDeclaredPastTheLimitIs413BeforeItIsSentAndABadChunkIs400() async throws {
     let server = try await CartServerProcess(["--storage", "memory"])
     let port = server.port
-    let declared = await offThePool {
-      sendThenReadUntilClosed(
-        port: port,
-        "POST /carts/alice/items HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n{"
-      )
-    }
-    guard case .answered(let tooLarge) = declared else {
-      Issue.record("\(declared)")
-      return
-    }
+    let tooLarge = try await answer(
+      port: port,
+      "POST /carts/alice/items HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n{"
+    )
     #expect(tooLarge.hasPrefix("HTTP/1.1 413"), "\(tooLarge)")
     #expect(tooLarge.hasSuffix(#"{"error":"Content Too Large"}"#), "\(tooLarge)")
-    let chunked = await offThePool {
-      sendThenReadUntilClosed(
-        port: port,
-        "POST /carts/alice/items HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
-          + "Connection: close\r\n\r\nzz\r\nabc\r\n0\r\n\r\n"
-      )
-    }
-    guard case .answered(let badChunk) = chunked else {
-      Issue.record("\(chunked)")
-      return
-    }
+    let badChunk = try await answer(
+      port: port,
+      "POST /carts/alice/items HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+        + "Connection: close\r\n\r\nzz\r\nabc\r\n0\r\n\r\n"
+    )
     #expect(badChunk.hasPrefix("HTTP/1.1 400"), "\(badChunk)")
     #expect(
       badChunk.hasSuffix(
@@ -87,19 +77,22 @@ extension HostileConnectionTests {
       "\(badChunk)"
     )
     // Neither touched the cart, and the server serves on.
-    let cart = await offThePool {
-      sendThenReadUntilClosed(
-        port: port,
-        "GET /carts/alice HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-      )
-    }
-    guard case .answered(let read) = cart else {
-      Issue.record("\(cart)")
-      return
-    }
+    let read = try await answer(
+      port: port,
+      "GET /carts/alice HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
     #expect(read.hasSuffix(#"{"customer":"alice","items":{},"version":0}"#), "\(read)")
     #expect(await server.stop(SIGTERM) == 0)
   }
+}
+
+/// The whole response to `text` sent raw to `port`; fails the test when none came.
+func answer(port: Int, _ text: String) async throws -> String {
+  let outcome = await offThePool { sendThenReadUntilClosed(port: port, text) }
+  guard case .answered(let response) = outcome else {
+    throw LoadError("no answer to a raw request: \(outcome)")
+  }
+  return response
 }
 
 /// What a raw connection saw after it sent its bytes.
