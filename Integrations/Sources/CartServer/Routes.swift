@@ -69,14 +69,7 @@ func makeRouter(
   router.post("/carts/:customer/items") { request, context -> Response in
     let customer = try identifier(context, "customer")
     let idempotencyKey = try idempotencyKey(of: request)
-    // NB: a body declared past the limit is refused before it is read: waiting for it would
-    // hold the connection until the client sent it all, or gave up.
-    if let declared = request.headers[.contentLength].flatMap({ Int($0) }),
-      declared > maximumBodySize
-    {
-      // NB: and the connection closed: the body was never read, so nothing after it can be.
-      throw HTTPError(.contentTooLarge, headers: [.connection: "close"])
-    }
+    try request.refuseDeclaredBody(over: maximumBodySize)
     let buffer = try await request.body.collect(upTo: maximumBodySize)
     let add: AddItem
     do {

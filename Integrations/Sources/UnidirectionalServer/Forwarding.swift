@@ -85,14 +85,7 @@ public struct ForwardingMiddleware<Context: RequestContext>: RouterMiddleware {
     var request = request
     let isForwarded = request.headers.contains { $0.name.canonicalName == forwardedName }
     if !isForwarded {
-      // NB: a body declared past the limit is refused before any of it is read (waiting for it
-      // would hold the connection until the client sent it all), and the connection closed, since
-      // what follows that body cannot be read.
-      if let declared = request.headers[.contentLength].flatMap({ Int($0) }),
-        declared > self.maximumBodySize
-      {
-        throw HTTPError(.contentTooLarge, headers: [.connection: "close"])
-      }
+      try request.refuseDeclaredBody(over: self.maximumBodySize)
       _ = try await request.collectBody(upTo: self.maximumBodySize)
     }
     do {
