@@ -36,6 +36,20 @@ private struct TwoInstances {
     self.client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
   }
 
+  /// Serves A on a loopback port of its own, its address advertised, for `body`.
+  func servingA(_ body: @Sendable (any TestClientProtocol) async throws -> Void) async throws {
+    let a = self.a
+    try await Application(router: makeRouter(carts: a)).test(.live) { clientA in
+      a.advertisedAddress = "http://127.0.0.1:\(try #require(clientA.port))"
+      try await body(clientA)
+    }
+  }
+
+  /// B's server, which forwards to the owner.
+  func forwardingB() -> some ApplicationProtocol {
+    Application(router: makeRouter(carts: self.b, forwarding: self.client))
+  }
+
   func shutdown() async {
     await self.a.shutdown(gracePeriod: .seconds(1))
     await self.b.shutdown(gracePeriod: .seconds(1))
@@ -57,11 +71,8 @@ private func forwardedHeaders() throws -> HTTPFields {
 @Suite(.serialized, .timeLimit(.minutes(1))) struct ForwardingTests {
   @Test func aRequestForAnotherInstancesSessionIsForwardedOnceAndAnsweredByTheOwner() async throws {
     let instances = TwoInstances()
-    let appA = Application(router: makeRouter(carts: instances.a))
-    let appB = Application(router: makeRouter(carts: instances.b, forwarding: instances.client))
-    try await appA.test(.live) { clientA in
-      let port = try #require(clientA.port)
-      instances.a.advertisedAddress = "http://127.0.0.1:\(port)"
+    let appB = instances.forwardingB()
+    try await instances.servingA { clientA in
       try await clientA.execute(uri: "/carts/alice/items", method: .post, body: apple) { response in
         #expect(response.status == .ok)
       }
@@ -98,11 +109,8 @@ private func forwardedHeaders() throws -> HTTPFields {
 
   @Test func erasingAnotherInstancesCartIsForwardedToItsOwner() async throws {
     let instances = TwoInstances()
-    let appA = Application(router: makeRouter(carts: instances.a))
-    let appB = Application(router: makeRouter(carts: instances.b, forwarding: instances.client))
-    try await appA.test(.live) { clientA in
-      let port = try #require(clientA.port)
-      instances.a.advertisedAddress = "http://127.0.0.1:\(port)"
+    let appB = instances.forwardingB()
+    try await instances.servingA { clientA in
       try await clientA.execute(uri: "/carts/alice/items", method: .post, body: apple) { response in
         #expect(response.status == .ok)
       }
@@ -125,15 +133,12 @@ private func forwardedHeaders() throws -> HTTPFields {
 
   @Test func anUnreachableOwnerIsA503UntilItsLeaseExpiresThenTheKeyIsTakenOver() async throws {
     let instances = TwoInstances()
-    let appA = Application(router: makeRouter(carts: instances.a))
-    try await appA.test(.live) { clientA in
-      let port = try #require(clientA.port)
-      instances.a.advertisedAddress = "http://127.0.0.1:\(port)"
+    try await instances.servingA { clientA in
       try await clientA.execute(uri: "/carts/alice/items", method: .post, body: apple) { _ in }
     }
     // A's server is gone; its lease is not.
     await instances.time.advance(by: .seconds(4))
-    let appB = Application(router: makeRouter(carts: instances.b, forwarding: instances.client))
+    let appB = instances.forwardingB()
     try await appB.test(.router) { clientB in
       for _ in 0..<2 {
         try await clientB.execute(uri: "/carts/alice/items", method: .post, body: apple) {
@@ -178,11 +183,8 @@ private func forwardedHeaders() throws -> HTTPFields {
 
   @Test func aNonOwnerStreamsTheOwnersEvents() async throws {
     let instances = TwoInstances()
-    let appA = Application(router: makeRouter(carts: instances.a))
-    let appB = Application(router: makeRouter(carts: instances.b, forwarding: instances.client))
-    try await appA.test(.live) { clientA in
-      let portA = try #require(clientA.port)
-      instances.a.advertisedAddress = "http://127.0.0.1:\(portA)"
+    let appB = instances.forwardingB()
+    try await instances.servingA { clientA in
       try await clientA.execute(uri: "/carts/alice/items", method: .post, body: apple) { _ in }
       try await appB.test(.live) { clientB in
         let portB = try #require(clientB.port)
@@ -216,7 +218,7 @@ private func forwardedHeaders() throws -> HTTPFields {
   @Test func anInstanceWithNoAddressForItsOwnerAnswers409() async throws {
     let instances = TwoInstances()
     try await instances.a.send(.add(item: "apple", quantity: 1), to: "alice")
-    let appB = Application(router: makeRouter(carts: instances.b, forwarding: instances.client))
+    let appB = instances.forwardingB()
     try await appB.test(.router) { clientB in
       try await clientB.execute(uri: "/carts/alice", method: .get) { response in
         #expect(response.status == .conflict)
