@@ -83,14 +83,13 @@ extension StoreRegistry {
       )
       if let storage = self.storage, let commits = self.commits {
         await self.waitForSaves(of: entry)
-        let state = await store.state
         do {
           // NB: a store that reduced no action holds what storage holds, or, for a key never
           // saved (a stream only watched it), nothing worth a row: saving it would write one.
           if entry.activity.version > 0 {
             try await commits.commit(
               entry.key,
-              state: state,
+              state: await store.state,
               version: entry.activity.version,
               token: token,
               idempotency: entry.activity.idempotency

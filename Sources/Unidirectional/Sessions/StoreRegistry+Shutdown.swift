@@ -56,8 +56,9 @@ extension StoreRegistry {
   /// expire instead.
   private func release(_ leases: [SessionLease<Key>]) async {
     guard let storage = self.storage else { return }
-    for start in stride(from: 0, to: leases.count, by: 1_000) {
-      let chunk = Array(leases[start..<min(start + 1_000, leases.count)])
+    let size = 1_000
+    for start in stride(from: 0, to: leases.count, by: size) {
+      let chunk = Array(leases[start..<min(start + size, leases.count)])
       do {
         try await storage.release(chunk, owner: self.owner)
       } catch {
