@@ -144,13 +144,30 @@ private func apply(
   let requestID = context.logger[metadataKey: "hb.request.id"]
   let cart = try await withLogMetadata(requestID.map { ["hb.request.id": $0] } ?? [:]) {
     if let idempotencyKey {
-      try await carts.send(action, to: customer, idempotencyKey: idempotencyKey, reading: { $0 })
+      // NB: with the request's fingerprint, so a key reused for another request is a 422, not a
+      // retry answered in silence without applying it.
+      try await carts.send(
+        action,
+        to: customer,
+        idempotencyKey: idempotencyKey,
+        fingerprint: fingerprint(of: action),
+        reading: { $0 }
+      )
     } else {
       try await carts.send(action, to: customer, reading: { $0 })
     }
   }
   if let refusal = cart.refusal { throw HTTPError(.badRequest, message: refusal) }
   return jsonResponse(.ok, cart)
+}
+
+/// What a request asks of a cart, for telling a retry from another request under the same
+/// `Idempotency-Key`: the action and its decoded parameters (a key is scoped to its cart).
+func fingerprint(of action: Cart.Action) -> String {
+  switch action {
+  case .add(let item, let quantity): "add\u{0}\(item)\u{0}\(quantity)"
+  case .remove(let item): "remove\u{0}\(item)"
+  }
 }
 
 /// The path parameter `name`, percent-decoded and checked: 1 to 256 bytes of UTF-8.

@@ -68,6 +68,8 @@ public struct SessionHTTPError: HTTPResponseError, Sendable {
 /// with the request's id.
 ///
 /// - ``SessionError``: as ``SessionHTTPError`` says (503 with `Retry-After`, or 409).
+/// - `IdempotencyKeyReused`: 422, as the IETF draft on the `Idempotency-Key` header answers a
+///   key reused for another request.
 /// - Hummingbird's `HTTPError` and other `HTTPResponseError`s (404 for an unknown route, 413 for
 ///   a body past the limit, the app's own 400s): their status and headers, with their message or
 ///   the status's reason phrase.
@@ -96,6 +98,13 @@ public struct JSONErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     } catch let error as SessionHTTPError {
       log(context, request, status: error.status, detail: error.error.description)
       return try error.response(from: request, context: context)
+    } catch let error as IdempotencyKeyReused {
+      log(context, request, status: .unprocessableContent, detail: error.description)
+      return jsonErrorResponse(
+        .unprocessableContent,
+        "this Idempotency-Key was used before with another request; send a new request under a new key",
+        headers: [:]
+      )
     } catch let error as OwnerUnreachable {
       return try error.response(from: request, context: context)
     } catch let error as HTTPError {

@@ -120,8 +120,10 @@ func checkDayTwoContract(_ backend: DayTwoBackend, tooLarge: Int) async throws {
   #expect(try await v2.state(of: "ghost") == Cart.State(customer: "ghost"))
   #expect(try await backend.raw("ghost") == nil)
 
-  // An idempotent send is applied once, across a restart (a new storage and registry).
+  // An idempotent send is applied once, across a restart (a new storage and registry); a key sent
+  // with its request's fingerprint refuses another request after the restart too.
   try await v2.send(.add(item: "apple", quantity: 1), to: "erin", idempotencyKey: "r1")
+  try await v2.send(.remove(item: "fig"), to: "erin", idempotencyKey: "r2", fingerprint: "fig")
   await v2.shutdown(gracePeriod: .seconds(1))
   let restarted = carts(try await backend.openV2(true), "node-b")
   let retried = try await restarted.send(
@@ -131,6 +133,22 @@ func checkDayTwoContract(_ backend: DayTwoBackend, tooLarge: Int) async throws {
     reading: { $0 }
   )
   #expect(retried.items == ["apple": 1])
+  await #expect(throws: IdempotencyKeyReused.self) {
+    try await restarted.send(
+      .remove(item: "apple"),
+      to: "erin",
+      idempotencyKey: "r2",
+      fingerprint: "apple"
+    )
+  }
+  let replayed = try await restarted.send(
+    .remove(item: "fig"),
+    to: "erin",
+    idempotencyKey: "r2",
+    fingerprint: "fig",
+    reading: { $0 }
+  )
+  #expect(replayed.items == ["apple": 1])
 
   // One cart past the backend's size limit fails alone; 16 others in the same batches save; the
   // big cart reads as its last acknowledged state.

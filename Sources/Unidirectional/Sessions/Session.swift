@@ -48,52 +48,75 @@ import Synchronization
   /// The idempotency window the state includes, and how many keys it took since activation
   /// (its version: a save writes the window only when that changed).
   var idempotency: (record: IdempotencyRecord, version: UInt64) {
-    self.window.withLock { (IdempotencyRecord(digests: $0.order), $0.version) }
+    self.window.withLock { ($0.record, $0.version) }
   }
 
   /// Starts the window from the record stored with the loaded state (version 0: as stored).
   func restore(_ record: IdempotencyRecord, capacity: Int) {
     self.window.withLock { window in
-      for digest in record.digests { window.insert(digest, capacity: capacity) }
+      for (index, digest) in record.digests.enumerated() {
+        let fingerprint = record.fingerprints.isEmpty ? 0 : record.fingerprints[index]
+        window.insert(digest, fingerprint: fingerprint, capacity: capacity)
+      }
       window.version = 0
     }
   }
 
-  /// Whether the state includes the send that came with `key`.
-  func includes(idempotencyKey key: String) -> Bool {
+  /// Whether the state includes the send that came with `key`: the fingerprint of its request
+  /// (0 when it came without one), or `nil` when it does not.
+  func fingerprint(ofIdempotencyKey key: String) -> UInt32? {
     let digest = IdempotencyRecord.digest(of: key)
-    return self.window.withLock { $0.members.contains(digest) }
+    return self.window.withLock { $0.members[digest] }
   }
 
-  /// Records that the state now includes the send that came with `key`; returns the window.
+  /// Records that the state now includes the send that came with `key` (and a request whose
+  /// fingerprint is `fingerprint`, 0 for none); returns the window.
   func record(
     idempotencyKey key: String,
+    fingerprint: UInt32,
     capacity: Int
   ) -> (record: IdempotencyRecord, version: UInt64) {
     let digest = IdempotencyRecord.digest(of: key)
     return self.window.withLock { window in
-      window.insert(digest, capacity: capacity)
-      return (IdempotencyRecord(digests: window.order), window.version)
+      window.insert(digest, fingerprint: fingerprint, capacity: capacity)
+      return (window.record, window.version)
     }
   }
 }
 
 /// A session's last idempotency keys, by digest: the newest `capacity` of them, in order, and as
-/// a set.
+/// a map to the fingerprints of the requests they came with (0: none).
 struct IdempotencyWindow: Sendable {
   var order: [UInt64] = []
-  var members: Set<UInt64> = []
+  var members: [UInt64: UInt32] = [:]
+  /// Keys that came with a fingerprint, in the window now.
+  var fingerprinted = 0
   /// Keys taken since activation.
   var version: UInt64 = 0
 
-  mutating func insert(_ digest: UInt64, capacity: Int) {
-    guard self.members.insert(digest).inserted else { return }
+  mutating func insert(_ digest: UInt64, fingerprint: UInt32, capacity: Int) {
+    guard self.members[digest] == nil else { return }
+    self.members[digest] = fingerprint
+    if fingerprint != 0 { self.fingerprinted += 1 }
     self.version &+= 1
     self.order.append(digest)
     let excess = self.order.count - capacity
     guard excess > 0 else { return }
-    for old in self.order.prefix(excess) { self.members.remove(old) }
+    for old in self.order.prefix(excess) {
+      if let fingerprint = self.members.removeValue(forKey: old), fingerprint != 0 {
+        self.fingerprinted -= 1
+      }
+    }
     self.order.removeFirst(excess)
+  }
+
+  /// The window as storage keeps it.
+  var record: IdempotencyRecord {
+    guard self.fingerprinted > 0 else { return IdempotencyRecord(digests: self.order) }
+    return IdempotencyRecord(
+      digests: self.order,
+      fingerprints: self.order.map { self.members[$0] ?? 0 }
+    )
   }
 }
 

@@ -44,3 +44,29 @@ public enum SessionError: Error, Sendable, Hashable, CustomStringConvertible {
     }
   }
 }
+
+/// A send under an idempotency key the session already applied with another request
+/// (``StoreRegistry/send(_:to:idempotencyKey:fingerprint:)``): it is not reduced.
+///
+/// The client reused a key for a new request; retrying cannot succeed. A server answers it as the
+/// IETF draft on the `Idempotency-Key` header does, with 422.
+public struct IdempotencyKeyReused: Error, Sendable, Equatable, CustomStringConvertible {
+  /// The session's key, as `String(describing:)` gives it.
+  public let key: String
+  /// The idempotency key that was reused.
+  public let idempotencyKey: String
+
+  /// Creates the error.
+  public init(key: String, idempotencyKey: String) {
+    self.key = key
+    self.idempotencyKey = idempotencyKey
+  }
+
+  /// Names the session and the key, and what to do.
+  public var description: String {
+    """
+    the idempotency key '\(self.idempotencyKey)' of session '\(self.key)' was used before with \
+    another request; send a new request under a new key
+    """
+  }
+}

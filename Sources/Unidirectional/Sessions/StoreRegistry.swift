@@ -447,7 +447,7 @@ where R.State: Sendable {
     while true {
       let (entry, live) = try await self.liveEntry(for: key)
       guard let store = live else { continue }
-      if let sent = try await self.deliver(action, to: entry, store, idempotencyKey: nil, read) {
+      if let sent = try await self.deliver(action, to: entry, store, idempotent: nil, read) {
         return sent
       }
     }
@@ -460,15 +460,19 @@ where R.State: Sendable {
     _ action: Action,
     to entry: Entry,
     _ store: Store<State, Action>,
-    idempotencyKey: String?,
+    idempotent request: IdempotentRequest?,
     _ read: @escaping @Sendable (State) -> Value
   ) async throws -> (task: StoreTask, value: Value)? {
     let activity = entry.activity
     let window = self.idempotencyWindow
     guard let commits = self.commits else {
       let sent = await store.trySendStartingEffectsHere(action) { state in
-        if let idempotencyKey {
-          _ = activity.record(idempotencyKey: idempotencyKey, capacity: window)
+        if let request {
+          _ = activity.record(
+            idempotencyKey: request.key,
+            fingerprint: request.fingerprint,
+            capacity: window
+          )
         }
         return read(state)
       }
@@ -486,8 +490,9 @@ where R.State: Sendable {
     // saved with a state is exactly the keys of the sends that state includes.
     let sent = await store.trySendStartingEffectsHere(action) { state in
       let keys =
-        idempotencyKey.map { activity.record(idempotencyKey: $0, capacity: window) }
-        ?? activity.idempotency
+        request.map {
+          activity.record(idempotencyKey: $0.key, fingerprint: $0.fingerprint, capacity: window)
+        } ?? activity.idempotency
       return (read(state), state, activity.version, keys)
     }
     guard let sent else {

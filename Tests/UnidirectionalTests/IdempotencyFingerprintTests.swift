@@ -1,0 +1,165 @@
+import Testing
+import Unidirectional
+
+private typealias Ledgers = StoreRegistry<String, SessionLedger>
+private typealias LedgerStorage = InMemorySessionStorage<String, SessionLedger.State>
+
+private func ledgers(_ storage: LedgerStorage, window: Int = 1_000) -> Ledgers {
+  StoreRegistry(storage: storage, owner: "a", idempotencyWindow: window) { key in
+    SessionLedger.State(key: key)
+  } reducer: {
+    SessionLedger(clock: ContinuousClock(), gate: Gate())
+  }
+}
+
+/// A key reused for another request is refused, not answered as a retry (the IETF draft on the
+/// `Idempotency-Key` header, Stripe).
+@Suite(.timeLimit(.minutes(1))) struct IdempotencyFingerprintTests {
+  @Test func aKeyReusedWithAnotherRequestIsRefusedAndNothingIsApplied() async throws {
+    let storage = LedgerStorage()
+    let registry = ledgers(storage)
+    let first = try await registry.send(
+      .append(1),
+      to: "alice",
+      idempotencyKey: "req-1",
+      fingerprint: "append 1",
+      reading: { $0.applied }
+    )
+    #expect(first == [1])
+    let error = await #expect(throws: IdempotencyKeyReused.self) {
+      try await registry.send(
+        .append(2),
+        to: "alice",
+        idempotencyKey: "req-1",
+        fingerprint: "append 2",
+        reading: { $0.applied }
+      )
+    }
+    #expect(error == IdempotencyKeyReused(key: "alice", idempotencyKey: "req-1"))
+    #expect(error?.description.contains("'req-1' of session 'alice' was used before") == true)
+    // The retry of the first request, with its fingerprint or with none, is still a retry.
+    let retried = try await registry.send(
+      .append(1),
+      to: "alice",
+      idempotencyKey: "req-1",
+      fingerprint: "append 1",
+      reading: { $0.applied }
+    )
+    try await registry.send(.append(1), to: "alice", idempotencyKey: "req-1")
+    #expect(retried == [1])
+    #expect(storage.storedState(for: "alice")?.applied == [1])
+    let stored = storage.storedIdempotency(for: "alice")
+    #expect(stored.digests == [IdempotencyRecord.digest(of: "req-1")])
+    #expect(stored.fingerprints == [IdempotencyRecord.fingerprint(of: "append 1")])
+    await registry.shutdown(gracePeriod: .seconds(1))
+  }
+
+  @Test func theFingerprintIsSavedWithTheKeyAndRefusesAReuseAfterReactivation() async throws {
+    let storage = LedgerStorage()
+    let registry = ledgers(storage)
+    try await registry.send(.append(1), to: "alice", idempotencyKey: "k", fingerprint: "one")
+    try await registry.passivate("alice")
+    // Another instance over the same storage: the window comes back with its fingerprints.
+    let other = ledgers(storage)
+    await #expect(throws: IdempotencyKeyReused.self) {
+      try await other.send(.append(2), to: "alice", idempotencyKey: "k", fingerprint: "two")
+    }
+    try await other.send(.append(1), to: "alice", idempotencyKey: "k", fingerprint: "one")
+    #expect(storage.storedState(for: "alice")?.applied == [1])
+    await other.shutdown(gracePeriod: .seconds(1))
+    await registry.shutdown(gracePeriod: .seconds(1))
+  }
+
+  @Test func aKeyFirstSentWithoutAFingerprintIsAnsweredAsARetryWhateverComesLater() async throws {
+    let storage = LedgerStorage()
+    let registry = ledgers(storage)
+    try await registry.send(.append(1), to: "alice", idempotencyKey: "k")
+    let applied = try await registry.send(
+      .append(2),
+      to: "alice",
+      idempotencyKey: "k",
+      fingerprint: "append 2",
+      reading: { $0.applied }
+    )
+    #expect(applied == [1])
+    // Nothing fingerprinted: the record keeps the form earlier versions wrote.
+    #expect(storage.storedIdempotency(for: "alice").fingerprints.isEmpty)
+    #expect(storage.storedIdempotency(for: "alice").bytes.count == 8)
+    await registry.shutdown(gracePeriod: .seconds(1))
+  }
+
+  @Test func theWindowKeepsEachKeysFingerprintAsOldKeysLeaveIt() async throws {
+    let storage = LedgerStorage()
+    let registry = ledgers(storage, window: 2)
+    try await registry.send(.append(1), to: "alice", idempotencyKey: "a", fingerprint: "1")
+    try await registry.send(.append(2), to: "alice", idempotencyKey: "b")
+    try await registry.send(.append(3), to: "alice", idempotencyKey: "c", fingerprint: "3")
+    let window = storage.storedIdempotency(for: "alice")
+    #expect(window.digests == ["b", "c"].map(IdempotencyRecord.digest(of:)))
+    #expect(window.fingerprints == [0, IdempotencyRecord.fingerprint(of: "3")])
+    try await registry.send(.append(4), to: "alice", idempotencyKey: "d")
+    // "c" is the only fingerprinted key left; once it leaves, the short form comes back.
+    #expect(storage.storedIdempotency(for: "alice").fingerprints.count == 2)
+    try await registry.send(.append(5), to: "alice", idempotencyKey: "e")
+    #expect(storage.storedIdempotency(for: "alice").fingerprints.isEmpty)
+    // "a" left the window: under it, a new request is applied.
+    try await registry.send(.append(6), to: "alice", idempotencyKey: "a", fingerprint: "6")
+    #expect(storage.storedState(for: "alice")?.applied == [1, 2, 3, 4, 5, 6])
+    await registry.shutdown(gracePeriod: .seconds(1))
+  }
+
+  @Test func withoutStorageAReusedKeyIsRefusedToo() async throws {
+    let registry = StoreRegistry<String, SessionLedger> {
+      SessionLedger.State(key: $0)
+    } reducer: {
+      SessionLedger(clock: ContinuousClock(), gate: Gate())
+    }
+    try await registry.send(.append(1), to: "alice", idempotencyKey: "k", fingerprint: "one")
+    await #expect(throws: IdempotencyKeyReused.self) {
+      try await registry.send(.append(2), to: "alice", idempotencyKey: "k", fingerprint: "two")
+    }
+    let applied = try await registry.send(
+      .append(1),
+      to: "alice",
+      idempotencyKey: "k",
+      fingerprint: "one",
+      reading: { $0.applied }
+    )
+    #expect(applied == [1])
+    await registry.shutdown(gracePeriod: .seconds(1))
+  }
+}
+
+@Suite struct FingerprintedRecordTests {
+  @Test func aRecordWithFingerprintsRoundTripsInItsOwnFormAndTheOldFormStillReads() {
+    let record = IdempotencyRecord(digests: [0x0102_0304_0506_0708, 0xff], fingerprints: [0, 7])
+    #expect(
+      record.bytes == [
+        2, 8, 7, 6, 5, 4, 3, 2, 1, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0,
+      ]
+    )
+    #expect(IdempotencyRecord(bytes: record.bytes) == record)
+    // The form earlier versions wrote: digests only.
+    let old = IdempotencyRecord(bytes: [1, 0, 0, 0, 0, 0, 0, 0x80])
+    #expect(old?.digests == [0x8000_0000_0000_0001])
+    #expect(old?.fingerprints == [])
+    // Fingerprints that are all "none" are no fingerprints.
+    #expect(IdempotencyRecord(digests: [1], fingerprints: [0]).fingerprints == [])
+    // Stable across processes and versions: 32-bit FNV-1a's published value for "a".
+    #expect(IdempotencyRecord.fingerprint(of: "a") == 0xe40c_292c)
+  }
+
+  @Test func bytesThatAreNeitherFormAreRefused() {
+    let record = IdempotencyRecord(digests: [5, 6], fingerprints: [1, 2])
+    var wrongMark = record.bytes
+    wrongMark[0] = 3
+    #expect(IdempotencyRecord(bytes: wrongMark) == nil)
+    #expect(IdempotencyRecord(bytes: record.bytes + [0]) == nil)
+    let one = IdempotencyRecord(digests: [5], fingerprints: [1])
+    #expect(one.bytes.count == 13)
+    #expect(IdempotencyRecord(bytes: Array(one.bytes.dropLast())) == nil)
+    // The long form with no fingerprint in it is never written: refused.
+    #expect(IdempotencyRecord(bytes: [2] + Array(repeating: 0, count: 12)) == nil)
+    #expect(IdempotencyRecord(bytes: [2]) == nil)
+  }
+}
