@@ -70,6 +70,44 @@ private func ledgers(_ storage: LedgerStorage, window: Int = 1_000) -> Ledgers {
     await registry.shutdown(gracePeriod: .seconds(1))
   }
 
+  @Test func sendsOfOneKeyInFlightTogetherApplyOnlyTheFirstRequest() async throws {
+    let storage = GatedStorage(LedgerStorage())
+    let registry = StoreRegistry(storage: storage, owner: "a") { key in
+      SessionLedger.State(key: key)
+    } reducer: {
+      SessionLedger(clock: ContinuousClock(), gate: Gate())
+    }
+    try await registry.send(.append(0), to: "alice")
+    // The first send's save is held in flight; the others come meanwhile, and wait for it.
+    storage.hold()
+    let first = Task {
+      try await registry.send(.append(1), to: "alice", idempotencyKey: "k", fingerprint: "one")
+    }
+    await storage.waitUntilHeld()
+    let others = (0..<8).map { index in
+      Task { () -> [Int]? in
+        do {
+          return try await registry.send(
+            .append(index.isMultiple(of: 2) ? 1 : 2),
+            to: "alice",
+            idempotencyKey: "k",
+            fingerprint: index.isMultiple(of: 2) ? "one" : "two",
+            reading: { $0.applied }
+          )
+        } catch is IdempotencyKeyReused {
+          return nil
+        }
+      }
+    }
+    storage.release()
+    _ = try await first.value
+    for (index, other) in others.enumerated() {
+      #expect(try await other.value == (index.isMultiple(of: 2) ? [0, 1] : nil))
+    }
+    #expect(storage.base.storedState(for: "alice")?.applied == [0, 1])
+    await registry.shutdown(gracePeriod: .seconds(1))
+  }
+
   @Test func aKeyFirstSentWithoutAFingerprintIsAnsweredAsARetryWhateverComesLater() async throws {
     let storage = LedgerStorage()
     let registry = ledgers(storage)
