@@ -169,13 +169,17 @@ private func ledgers(_ storage: LedgerStorage, window: Int = 1_000) -> Ledgers {
 }
 
 @Suite struct FingerprintedRecordTests {
+  /// Little-endian bytes of `words`.
+  private func bytes(_ words: [UInt64]) -> [UInt8] {
+    words.flatMap { word in (0..<8).map { UInt8(truncatingIfNeeded: word >> (8 * $0)) } }
+  }
+
   @Test func aRecordWithFingerprintsRoundTripsInItsOwnFormAndTheOldFormStillReads() {
-    let record = IdempotencyRecord(digests: [0x0102_0304_0506_0708, 0xff], fingerprints: [0, 7])
-    #expect(
-      record.bytes == [
-        2, 8, 7, 6, 5, 4, 3, 2, 1, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0,
-      ]
-    )
+    let digests: [UInt64] = [0x0102_0304_0506_0708, 0xff, 0xabc]
+    let record = IdempotencyRecord(digests: digests, fingerprints: [0, 7, 9])
+    let mark: UInt64 = 0x3150_4650_4d45_4449
+    #expect(record.bytes == bytes([mark, 3, 7 << 32, 9] + digests))
+    #expect(Array(record.bytes.prefix(8)) == Array("IDEMPFP1".utf8))
     #expect(IdempotencyRecord(bytes: record.bytes) == record)
     // The form earlier versions wrote: digests only.
     let old = IdempotencyRecord(bytes: [1, 0, 0, 0, 0, 0, 0, 0x80])
@@ -187,17 +191,33 @@ private func ledgers(_ storage: LedgerStorage, window: Int = 1_000) -> Ledgers {
     #expect(IdempotencyRecord.fingerprint(of: "a") == 0xe40c_292c)
   }
 
+  @Test func anEarlierVersionReadsEveryKeyOfARecordWithFingerprintsAsItsNewest() {
+    // An earlier version reads every word as a digest, oldest first, and keeps the newest of
+    // them: the keys come last, so a window as full as its capacity keeps them all.
+    let digests = (1...1_000).map { UInt64($0) &* 0x9e37_79b9_7f4a_7c15 }
+    let record = IdempotencyRecord(
+      digests: digests,
+      fingerprints: digests.map { UInt32(truncatingIfNeeded: $0) | 1 }
+    )
+    let asEarlierVersionsRead = IdempotencyRecord(
+      digests: stride(from: 0, to: record.bytes.count, by: 8).map { offset in
+        (0..<8).reduce(UInt64(0)) { $0 | UInt64(record.bytes[offset + $1]) << (8 * $1) }
+      }
+    )
+    #expect(asEarlierVersionsRead.digests.count == 2 + 500 + 1_000)
+    #expect(Array(asEarlierVersionsRead.digests.suffix(1_000)) == digests)
+  }
+
   @Test func bytesThatAreNeitherFormAreRefused() {
-    let record = IdempotencyRecord(digests: [5, 6], fingerprints: [1, 2])
-    var wrongMark = record.bytes
-    wrongMark[0] = 3
-    #expect(IdempotencyRecord(bytes: wrongMark) == nil)
+    let record = IdempotencyRecord(digests: [5, 6, 7], fingerprints: [1, 2, 3])
+    #expect(IdempotencyRecord(bytes: Array(record.bytes.dropLast())) == nil)
     #expect(IdempotencyRecord(bytes: record.bytes + [0]) == nil)
-    let one = IdempotencyRecord(digests: [5], fingerprints: [1])
-    #expect(one.bytes.count == 13)
-    #expect(IdempotencyRecord(bytes: Array(one.bytes.dropLast())) == nil)
-    // The long form with no fingerprint in it is never written: refused.
-    #expect(IdempotencyRecord(bytes: [2] + Array(repeating: 0, count: 12)) == nil)
-    #expect(IdempotencyRecord(bytes: [2]) == nil)
+    // Marked as holding fingerprints, but with a count its length does not have.
+    #expect(IdempotencyRecord(bytes: Array(record.bytes.dropLast(8))) == nil)
+    #expect(IdempotencyRecord(bytes: record.bytes + bytes([8])) == nil)
+    let mark: UInt64 = 0x3150_4650_4d45_4449
+    #expect(IdempotencyRecord(bytes: bytes([mark])) == nil)
+    #expect(IdempotencyRecord(bytes: bytes([mark, .max])) == nil)
+    #expect(IdempotencyRecord(bytes: bytes([mark, 0]))?.digests == [])
   }
 }

@@ -28,49 +28,60 @@ public struct IdempotencyRecord: Sendable, Hashable {
     self.fingerprints = fingerprints.contains { $0 != 0 } ? fingerprints : []
   }
 
-  /// The first byte of a record that holds fingerprints.
+  /// The first word of a record that holds fingerprints (`IDEMPFP1` in ASCII).
   ///
-  /// Its length, `1 + 12 × keys`, is odd, and a record without them is 8 bytes a key, so a reader
-  /// tells the two apart; an older version of the library refuses the longer form rather than
-  /// misreading it.
-  private static let withFingerprints: UInt8 = 2
+  /// A record with fingerprints is words too: this mark, the number of keys, the fingerprints
+  /// two to a word, then the digests. An earlier version of the library, which reads every word
+  /// as a digest, so reads the digests as the newest keys, after a few that no request has: it
+  /// keeps every key a retry may bring (the extra ones are the oldest, the first to leave its
+  /// window) and only stops checking fingerprints. A rolling deploy is served by both versions.
+  private static let fingerprintsMark: UInt64 = 0x3150_4650_4d45_4449
 
-  /// Reads a record from ``bytes``; `nil` if they are neither form of one.
+  /// Reads a record from ``bytes``; `nil` if they are not a whole number of words, or are marked
+  /// as holding fingerprints but do not.
   public init?(bytes: [UInt8]) {
-    if bytes.count % 8 == 0 {
-      self.init(digests: Self.load(UInt64.self, bytes[...]))
-    } else if bytes.count % 12 == 1, bytes[0] == Self.withFingerprints {
-      let count = bytes.count / 12
-      let digests = Self.load(UInt64.self, bytes[1..<(1 + 8 * count)])
-      let fingerprints = Self.load(UInt32.self, bytes[(1 + 8 * count)...])
-      guard fingerprints.contains(where: { $0 != 0 }) else { return nil }
-      self.init(digests: digests, fingerprints: fingerprints)
-    } else {
-      return nil
+    guard bytes.count % 8 == 0 else { return nil }
+    let words: [UInt64] = Self.load(bytes)
+    guard words.first == Self.fingerprintsMark else {
+      self.init(digests: words)
+      return
     }
+    guard words.count >= 2, words[1] <= UInt64(words.count) else { return nil }
+    let count = Int(words[1])
+    let packed = (count + 1) / 2
+    guard words.count == 2 + packed + count else { return nil }
+    let fingerprints = words[2..<(2 + packed)].flatMap {
+      [UInt32(truncatingIfNeeded: $0), UInt32($0 >> 32)]
+    }
+    self.init(
+      digests: Array(words[(2 + packed)...]),
+      fingerprints: Array(fingerprints.prefix(count))
+    )
   }
 
-  private static func load<Word: FixedWidthInteger>(
-    _: Word.Type,
-    _ bytes: ArraySlice<UInt8>
-  )
-    -> [Word]
-  {
+  private static func load(_ bytes: [UInt8]) -> [UInt64] {
     bytes.withUnsafeBytes { raw in
-      stride(from: 0, to: raw.count, by: MemoryLayout<Word>.size).map {
-        Word(littleEndian: raw.loadUnaligned(fromByteOffset: $0, as: Word.self))
+      stride(from: 0, to: raw.count, by: 8).map {
+        UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: $0, as: UInt64.self))
       }
     }
   }
 
-  /// The record as bytes, for a backend to store: the digests (little-endian, 8 a key); with
-  /// fingerprints, a first byte of 2, the digests, then the fingerprints (4 a key).
+  /// The record as bytes, for a backend to store: little-endian words, the digests (one a key);
+  /// with fingerprints, first the mark, the number of keys and the fingerprints, two to a word.
   public var bytes: [UInt8] {
     guard !self.fingerprints.isEmpty else { return Self.store(self.digests) }
-    return [Self.withFingerprints] + Self.store(self.digests) + Self.store(self.fingerprints)
+    var words: [UInt64] = [Self.fingerprintsMark, UInt64(self.digests.count)]
+    words.reserveCapacity(2 + (self.fingerprints.count + 1) / 2 + self.digests.count)
+    for pair in stride(from: 0, to: self.fingerprints.count, by: 2) {
+      let high = pair + 1 < self.fingerprints.count ? UInt64(self.fingerprints[pair + 1]) : 0
+      words.append(UInt64(self.fingerprints[pair]) | high << 32)
+    }
+    words += self.digests
+    return Self.store(words)
   }
 
-  private static func store<Word: FixedWidthInteger>(_ words: [Word]) -> [UInt8] {
+  private static func store(_ words: [UInt64]) -> [UInt8] {
     // NB: copied whole, not a byte at a time: a window of 1,000 keys is 8 KB, written with every
     // save whose window changed.
     #if _endian(little)
