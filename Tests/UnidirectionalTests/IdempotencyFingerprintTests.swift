@@ -208,16 +208,77 @@ private func ledgers(_ storage: LedgerStorage, window: Int = 1_000) -> Ledgers {
     #expect(Array(asEarlierVersionsRead.digests.suffix(1_000)) == digests)
   }
 
-  @Test func bytesThatAreNeitherFormAreRefused() {
+  @Test func bytesThatAreNotWholeWordsAreRefused() {
     let record = IdempotencyRecord(digests: [5, 6, 7], fingerprints: [1, 2, 3])
     #expect(IdempotencyRecord(bytes: Array(record.bytes.dropLast())) == nil)
     #expect(IdempotencyRecord(bytes: record.bytes + [0]) == nil)
-    // Marked as holding fingerprints, but with a count its length does not have.
-    #expect(IdempotencyRecord(bytes: Array(record.bytes.dropLast(8))) == nil)
-    #expect(IdempotencyRecord(bytes: record.bytes + bytes([8])) == nil)
+  }
+
+  @Test func aRecordAnEarlierVersionWroteBackReadsAsItsKeys() throws {
+    // An earlier version read a record with fingerprints as keys, took one more, and wrote it
+    // back as digests: it starts with the mark but holds no fingerprints now.
+    let record = IdempotencyRecord(digests: [5, 6, 7], fingerprints: [1, 2, 3])
     let mark: UInt64 = 0x3150_4650_4d45_4449
-    #expect(IdempotencyRecord(bytes: bytes([mark])) == nil)
-    #expect(IdempotencyRecord(bytes: bytes([mark, .max])) == nil)
+    let writtenBack: [UInt64] = [mark, 3, 2 << 32 | 1, 3, 5, 6, 7, 8]
+    let read = try #require(IdempotencyRecord(bytes: bytes(writtenBack)))
+    #expect(read.digests == writtenBack)
+    #expect(read.fingerprints == [])
+    // Shortened at the front by its window, or with the count gone, the same.
+    #expect(IdempotencyRecord(bytes: bytes([mark]))?.digests == [mark])
+    #expect(IdempotencyRecord(bytes: bytes([mark, .max]))?.digests == [mark, .max])
+    #expect(IdempotencyRecord(bytes: Array(record.bytes.dropLast(8)))?.fingerprints == [])
     #expect(IdempotencyRecord(bytes: bytes([mark, 0]))?.digests == [])
   }
+
+  @Test func aSessionAnEarlierVersionSavedAfterAFingerprintedOneIsServed() async throws {
+    // The rolling deploy: this version saves a fingerprinted key, an earlier one reads the record
+    // as keys and saves another key, and this version reads that record back.
+    let storage = LedgerStorage()
+    let registry = ledgers(storage)
+    try await registry.send(.append(1), to: "alice", idempotencyKey: "a", fingerprint: "one")
+    try await registry.passivate("alice")
+    let stored = storage.storedIdempotency(for: "alice")
+    let asEarlierVersionsWrote = IdempotencyRecord(
+      digests: stride(from: 0, to: stored.bytes.count, by: 8).map { offset in
+        (0..<8).reduce(UInt64(0)) { $0 | UInt64(stored.bytes[offset + $1]) << (8 * $1) }
+      } + [IdempotencyRecord.digest(of: "b")]
+    )
+    guard
+      case .acquired(let token, _, _) = try await storage.acquire(
+        "alice",
+        owner: "old",
+        address: nil
+      )
+    else {
+      Issue.record("the earlier version could not take the lease")
+      return
+    }
+    let saved = try await storage.save(
+      [
+        SessionWrite(
+          key: "alice",
+          state: SessionLedger.State(key: "alice", applied: [1, 2]),
+          token: token,
+          idempotency: asEarlierVersionsWrote
+        )
+      ],
+      owner: "old"
+    )
+    #expect(saved == [.saved])
+    try await storage.release([SessionLease(key: "alice", token: token)], owner: "old")
+    let again = ledgers(storage)
+    let applied = try await again.send(
+      .append(2),
+      to: "alice",
+      idempotencyKey: "b",
+      fingerprint: "two",
+      reading: { $0.applied }
+    )
+    #expect(applied == [1, 2])
+    try await again.send(.append(1), to: "alice", idempotencyKey: "a", fingerprint: "one")
+    #expect(storage.storedState(for: "alice")?.applied == [1, 2])
+    await again.shutdown(gracePeriod: .seconds(1))
+    await registry.shutdown(gracePeriod: .seconds(1))
+  }
+
 }

@@ -37,19 +37,22 @@ public struct IdempotencyRecord: Sendable, Hashable {
   /// window) and only stops checking fingerprints. A rolling deploy is served by both versions.
   private static let fingerprintsMark: UInt64 = 0x3150_4650_4d45_4449
 
-  /// Reads a record from ``bytes``; `nil` if they are not a whole number of words, or are marked
-  /// as holding fingerprints but do not.
+  /// Reads a record from ``bytes``; `nil` if they are not a whole number of words.
+  ///
+  /// Words that start with the mark but do not hold the count and fingerprints it announces are
+  /// digests: a record an earlier version wrote back after reading one with fingerprints (its
+  /// words as keys, then the keys it took since).
   public init?(bytes: [UInt8]) {
     guard bytes.count % 8 == 0 else { return nil }
     let words: [UInt64] = Self.load(bytes)
-    guard words.first == Self.fingerprintsMark else {
+    guard words.count >= 2, words[0] == Self.fingerprintsMark, words[1] <= UInt64(words.count),
+      words.count == 2 + (Int(words[1]) + 1) / 2 + Int(words[1])
+    else {
       self.init(digests: words)
       return
     }
-    guard words.count >= 2, words[1] <= UInt64(words.count) else { return nil }
     let count = Int(words[1])
     let packed = (count + 1) / 2
-    guard words.count == 2 + packed + count else { return nil }
     let fingerprints = words[2..<(2 + packed)].flatMap {
       [UInt32(truncatingIfNeeded: $0), UInt32($0 >> 32)]
     }
