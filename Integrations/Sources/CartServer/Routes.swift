@@ -87,8 +87,10 @@ func makeRouter(
         message: "quantity must be from 1 to \(Cart.maximumQuantity), not \(add.quantity)"
       )
     }
+    let request = newRequestID()
     return try await apply(
-      .add(item: add.item, quantity: add.quantity),
+      .add(item: add.item, quantity: add.quantity, request: request),
+      request,
       to: customer,
       idempotencyKey,
       carts,
@@ -99,7 +101,15 @@ func makeRouter(
     let customer = try identifier(context, "customer")
     let item = try identifier(context, "item")
     let idempotencyKey = try idempotencyKey(of: request)
-    return try await apply(.remove(item: item), to: customer, idempotencyKey, carts, context)
+    let request = newRequestID()
+    return try await apply(
+      .remove(item: item, request: request),
+      request,
+      to: customer,
+      idempotencyKey,
+      carts,
+      context
+    )
   }
   router.get("/carts/:customer") { _, context -> Response in
     let customer = try identifier(context, "customer")
@@ -133,9 +143,12 @@ func makeRouter(
 /// Sends `action` (at most once per idempotency key, when the request has one) and answers the
 /// cart as it is right after it: 200, or 400 when the cart refused it.
 ///
-/// The session's log lines for it carry the request's id.
+/// `request` is the number `action` carries: a refusal is this request's only if it names it (a
+/// retry of an add already applied reads the cart as it is, which may hold another request's
+/// refusal). The session's log lines for it carry the request's id.
 private func apply(
   _ action: Cart.Action,
+  _ request: UInt64,
   to customer: String,
   _ idempotencyKey: String?,
   _ carts: Carts,
@@ -157,7 +170,9 @@ private func apply(
       try await carts.send(action, to: customer, reading: { $0 })
     }
   }
-  if let refusal = cart.refusal { throw HTTPError(.badRequest, message: refusal) }
+  if let refusal = cart.refusal, refusal.request == request {
+    throw HTTPError(.badRequest, message: refusal.reason)
+  }
   return jsonResponse(.ok, cart)
 }
 
@@ -165,9 +180,14 @@ private func apply(
 /// `Idempotency-Key`: the action and its decoded parameters (a key is scoped to its cart).
 func fingerprint(of action: Cart.Action) -> String {
   switch action {
-  case .add(let item, let quantity): "add\u{0}\(item)\u{0}\(quantity)"
-  case .remove(let item): "remove\u{0}\(item)"
+  case .add(let item, let quantity, _): "add\u{0}\(item)\u{0}\(quantity)"
+  case .remove(let item, _): "remove\u{0}\(item)"
   }
+}
+
+/// A number naming one request's action: random, never 0 (an action no request sent).
+private func newRequestID() -> UInt64 {
+  UInt64.random(in: 1...UInt64.max)
 }
 
 /// The path parameter `name`, percent-decoded and checked: 1 to 256 bytes of UTF-8.

@@ -18,7 +18,7 @@ private func makeCarts(_ storage: InMemorySessionStorage<String, Cart.State>? = 
   }
 }
 
-private func decodeCart(_ buffer: ByteBuffer) throws -> Cart.State {
+func decodeCart(_ buffer: ByteBuffer) throws -> Cart.State {
   try JSONDecoder().decode(Cart.State.self, from: Data(buffer: buffer))
 }
 
@@ -150,7 +150,7 @@ private struct DatabaseDown: Error, CustomStringConvertible {
 private let apple = ByteBuffer(string: #"{"item": "apple", "quantity": 1}"#)
 
 /// The `error` of a JSON error body; fails the test if the body is not one.
-private func errorMessage(
+func errorMessage(
   _ response: TestResponse,
   sourceLocation: SourceLocation = #_sourceLocation
 ) throws -> String {
@@ -451,40 +451,6 @@ private func errorMessage(
     }
   }
 
-  @Test func anIdempotencyKeyReusedForAnotherRequestIsA422AndAppliesNothing() async throws {
-    try await withServer { client, storage in
-      let key = try idempotencyKey("req-1")
-      try await client.execute(uri: "/carts/alice/items", method: .post, headers: key, body: apple)
-      { response in
-        #expect(response.status == .ok)
-      }
-      let banana = ByteBuffer(string: #"{"item": "banana", "quantity": 1}"#)
-      let twoApples = ByteBuffer(string: #"{"item": "apple", "quantity": 2}"#)
-      for body in [banana, twoApples] {
-        try await client.execute(uri: "/carts/alice/items", method: .post, headers: key, body: body)
-        { response in
-          #expect(response.status == .unprocessableContent)
-          let message = try errorMessage(response)
-          #expect(message.contains("Idempotency-Key was used before"))
-        }
-      }
-      try await client.execute(uri: "/carts/alice/items/apple", method: .delete, headers: key) {
-        response in
-        #expect(response.status == .unprocessableContent)
-      }
-      // The first request's retry is still answered as one.
-      try await client.execute(uri: "/carts/alice/items", method: .post, headers: key, body: apple)
-      { response in
-        #expect(response.status == .ok)
-        let cart = try decodeCart(response.body)
-        #expect(cart.version == 1)
-      }
-      let stored = storage.storedState(for: "alice")
-      #expect(stored?.items == ["apple": 1])
-      #expect(stored?.version == 1)
-    }
-  }
-
   @Test func erasingACartAnswers204AndLeavesNothingStored() async throws {
     try await withServer { client, storage in
       try await client.execute(uri: "/carts/alice/items", method: .post, body: apple) { _ in }
@@ -511,7 +477,7 @@ private func errorMessage(
 }
 
 /// Request headers with an `Idempotency-Key` (once, or as often as `values` has).
-private func idempotencyKey(_ values: String...) throws -> HTTPFields {
+func idempotencyKey(_ values: String...) throws -> HTTPFields {
   let name = try #require(HTTPField.Name("Idempotency-Key"))
   return HTTPFields(values.map { HTTPField(name: name, value: $0) })
 }
