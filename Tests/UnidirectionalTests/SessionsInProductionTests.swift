@@ -323,6 +323,21 @@ private struct DiskFull: Error, CustomStringConvertible {
     await ledgers.shutdown(gracePeriod: .seconds(1))
   }
 
+  @Test func whileStorageRefusesEveryWriteASavedKeyIsStillRead() async throws {
+    // A full disk: reads work, leases and saves do not.
+    let storage = WritesRefused(base: LedgerStorage())
+    storage.base.store(SessionLedger.State(key: "alice", applied: [4]), for: "alice")
+    let ledgers = registry("a", storage)
+    #expect(try await ledgers.state(of: "alice").applied == [4])
+    #expect(ledgers.liveCount == 0)
+    let refused = await #expect(throws: SessionError.self) {
+      try await ledgers.send(.append(5), to: "alice")
+    }
+    #expect(refused?.description.contains("disk full") == true)
+    #expect(try await ledgers.state(of: "alice").applied == [4])
+    await ledgers.shutdown(gracePeriod: .seconds(1))
+  }
+
   @Test func aKeyActivatedButNeverSavedLeavesNoRowOnceItsLeaseIsReleased() async throws {
     let storage = LedgerStorage()
     let ledgers = registry("a", storage)
@@ -543,5 +558,25 @@ private final class FirstEraseMeetsALease: PassThroughStorage {
     }
     if first { return .staleToken(currentOwner: "gone") }
     return try await self.base.erase(key, token: token, owner: owner)
+  }
+}
+
+/// A storage whose every write fails (a full disk) while reads work.
+private struct WritesRefused: PassThroughStorage {
+  let base: LedgerStorage
+
+  func acquire(
+    _ key: String,
+    owner: String,
+    address: String?
+  ) async throws -> SessionAcquisition<SessionLedger.State> {
+    throw DiskFull()
+  }
+
+  func save(
+    _ writes: [SessionWrite<String, SessionLedger.State>],
+    owner: String
+  ) async throws -> [SessionSaveResult] {
+    throw DiskFull()
   }
 }

@@ -3,6 +3,10 @@ extension StoreRegistry {
 
   /// The state of `key`'s session, activating it if it is not live (with storage: loading it).
   ///
+  /// With storage, a key never saved reads as its initial state without activating, and a key
+  /// whose activation fails in storage (a full disk refuses the lease's write) reads as storage
+  /// holds it, its last acknowledged state.
+  ///
   /// Reading reduces no action: it neither restarts the idle period nor makes the key the most
   /// recently used (activating it does both).
   ///
@@ -36,9 +40,18 @@ extension StoreRegistry {
       } catch {
         throw self.loadingFailed(key, error)
       }
-      if stored == nil {
+      guard let stored else {
         return DependencyValues.withValues(self.dependencies) { self.initialState(key) }
       }
+      do {
+        if let store = try await self.liveEntry(for: key).store { return await store.state }
+      } catch let error as SessionError {
+        // NB: taking the lease failed where reading did not (a full disk refuses every write):
+        // what storage holds is the key's last acknowledged state, so the read is answered.
+        guard case .storageFailed = error else { throw error }
+        return stored
+      }
+      return try await self.activatedState(of: key)
     }
     if let store = try await self.liveEntry(for: key).store { return await store.state }
     return try await self.activatedState(of: key)
