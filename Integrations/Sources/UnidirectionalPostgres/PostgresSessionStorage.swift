@@ -57,10 +57,16 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
   /// it (``PostgresSessionStorageError/databaseUnavailable(_:)``): while the database is down,
   /// sends fail fast instead of waiting for it to come back.
   public let connectionWait: Duration
+  /// How long a statement waits for a lock (a row another transaction holds, the table's
+  /// advisory lock) before the storage fails it
+  /// (``PostgresSessionStorageError/databaseUnavailable(_:)``): a row left locked by someone's
+  /// open transaction fails that key's sends, and the saves it was batched with once, instead of
+  /// holding every save behind it.
+  public let lockWait: Duration
   private let migrate: (@Sendable (StoredState) throws -> State)?
   private let client: PostgresClient
-  private let table: String
-  private let logger: Logger
+  let table: String
+  let logger: Logger
 
   /// Connects to the table (creating or upgrading it).
   ///
@@ -74,6 +80,8 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
   ///     trips, keeps up with more. Each save in flight takes a connection of the client's pool.
   ///   - connectionWait: How long a statement waits for a connection of the pool before it
   ///     fails.
+  ///   - lockWait: How long a statement waits for a lock before it fails (at least a
+  ///     millisecond).
   ///   - logger: Where the storage's queries log; none by default.
   ///   - migrate: Turns a state stored at an older version into the current one; `nil` refuses
   ///     older states.
@@ -86,6 +94,7 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     stateVersion: Int = 1,
     concurrentSaves: Int = 2,
     connectionWait: Duration = .seconds(5),
+    lockWait: Duration = .seconds(5),
     logger: Logger = Logger(
       label: "unidirectional.postgres",
       factory: { _ in SwiftLogNoOpLogHandler() }
@@ -107,6 +116,7 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     self.stateVersion = stateVersion
     self.concurrentSaves = concurrentSaves
     self.connectionWait = connectionWait
+    self.lockWait = max(lockWait, .milliseconds(1))
     self.migrate = migrate
     self.logger = logger
     try await self.createOrCheckSchema()
@@ -187,7 +197,7 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
 
   /// Runs `query` on a connection, waiting at most ``connectionWait`` for one; its rows.
   @discardableResult
-  private func query(_ query: PostgresQuery) async throws -> [PostgresRow] {
+  func query(_ query: PostgresQuery) async throws -> [PostgresRow] {
     let logger = self.logger
     return try await self.client.withConnection(within: self.connectionWait) { connection in
       try await connection.query(query, logger: logger).collect()
@@ -203,14 +213,31 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
   /// save at a time); a renewal or release holds it alone, before it locks any row, for one
   /// statement. A statement that locks one row (an acquisition, an erasure) cannot close a cycle
   /// and does not take it.
-  private var rowsLock: String { "unidirectional.rows." + self.table }
+  var rowsLock: String { "unidirectional.rows." + self.table }
 
-  private var leaseMilliseconds: Int64 {
+  /// `lock_timeout` for this statement's transaction only (the client's other users keep theirs),
+  /// set in a subquery every locking statement reads first, so it is in force before any lock.
+  private var lockTimeout: String { Self.milliseconds(self.lockWait) }
+
+  /// A renewal's (or release's) `lock_timeout`, short.
+  ///
+  /// Holding the table's lock alone, it finds a row locked only by a statement over one row or by
+  /// someone else's transaction, and while it waits, every save waits for it.
+  var renewalLockTimeout: String {
+    Self.milliseconds(min(self.lockWait, .milliseconds(100)))
+  }
+
+  private static func milliseconds(_ duration: Duration) -> String {
+    let (seconds, attoseconds) = duration.components
+    return "\(max(1, seconds * 1_000 + attoseconds / 1_000_000_000_000_000))"
+  }
+
+  var leaseMilliseconds: Int64 {
     let (seconds, attoseconds) = self.leaseDuration.components
     return seconds * 1_000 + attoseconds / 1_000_000_000_000_000
   }
 
-  private func text(_ key: Key) throws -> String {
+  func text(_ key: Key) throws -> String {
     let text = "\(key)"
     guard text.utf8.count <= Self.maximumKeyLength else {
       throw PostgresSessionStorageError.keyTooLong(
@@ -240,7 +267,8 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
       let rows = try await self.query(
         """
         INSERT INTO \(unescaped: self.table) AS t (key, owner, owner_address, lease_expires_at, token)
-        VALUES (\(text), \(owner), \(address), now() + \(lease) * interval '1 millisecond', 1)
+        SELECT \(text), \(owner), \(address), now() + \(lease) * interval '1 millisecond', 1
+        FROM (SELECT set_config('lock_timeout', \(self.lockTimeout), true)) AS settings
         ON CONFLICT (key) DO UPDATE SET
           token = CASE WHEN t.owner = excluded.owner AND t.lease_expires_at > now()
             THEN t.token ELSE t.token + 1 END,
@@ -336,9 +364,10 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
       let token = token.map { Int64(bitPattern: $0) }
       let rows = try await self.query(
         """
-        WITH gone AS (
+        WITH settings AS (SELECT set_config('lock_timeout', \(self.lockTimeout), true)),
+        gone AS (
           DELETE FROM \(unescaped: self.table)
-          WHERE key = \(text) AND CASE
+          WHERE EXISTS (SELECT FROM settings) AND key = \(text) AND CASE
             WHEN \(token)::int8 IS NULL
               THEN owner IS NULL OR owner = \(owner) OR lease_expires_at <= now()
             ELSE token = \(token)::int8 AND owner = \(owner)
@@ -406,7 +435,10 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
       if !keys.isEmpty {
         let rows = try await self.query(
           """
-          WITH gate AS (SELECT pg_advisory_xact_lock_shared(hashtext(\(self.rowsLock))))
+          WITH gate AS (
+            SELECT pg_advisory_xact_lock_shared(hashtext(\(self.rowsLock)))
+            FROM (SELECT set_config('lock_timeout', \(self.lockTimeout), true)) AS settings
+          )
           UPDATE \(unescaped: self.table) AS t
           SET state = v.state, encoding_version = \(Int32(self.stateVersion)),
             idempotency_keys = coalesce(nullif(v.keys, ''::bytea), t.idempotency_keys)
@@ -438,75 +470,6 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     }
   }
 
-  /// Extends the leases `owner` still holds, a statement per ``renewalChunk`` of them; returns
-  /// the keys it lost.
-  public func renew(_ leases: [SessionLease<Key>], owner: String) async throws -> [Key] {
-    var lost: [Key] = []
-    for start in stride(from: 0, to: leases.count, by: Self.renewalChunk) {
-      let chunk = leases[start..<min(start + Self.renewalChunk, leases.count)]
-      lost += try await self.renewChunk(Array(chunk), owner: owner)
-    }
-    return lost
-  }
-
-  /// How many leases one renewal statement extends.
-  ///
-  /// A renewal holds the table's advisory lock alone (``rowsLock``), so no save runs while it
-  /// does: in chunks, saves go between them, and an instance with 100,000 live keys does not stop
-  /// every save for the whole renewal each third of a lease.
-  public static var renewalChunk: Int { 1_000 }
-
-  private func renewChunk(_ leases: [SessionLease<Key>], owner: String) async throws -> [Key] {
-    let keys = try leases.map { try self.text($0.key) }
-    let tokens = leases.map { Int64($0.token) }
-    do {
-      let rows = try await self.query(
-        """
-        WITH gate AS (SELECT pg_advisory_xact_lock(hashtext(\(self.rowsLock))))
-        UPDATE \(unescaped: self.table) AS t
-        SET lease_expires_at = now() + \(self.leaseMilliseconds) * interval '1 millisecond'
-        FROM UNNEST(\(keys)::text[], \(tokens)::int8[]) AS v(key, token)
-        WHERE t.key = v.key AND t.token = v.token AND t.owner = \(owner) AND EXISTS (SELECT FROM gate)
-        RETURNING t.key
-        """
-      )
-      var renewed = Set<String>()
-      for key in try rows.decoded(String.self) { renewed.insert(key) }
-      return zip(keys, leases).filter { !renewed.contains($0.0) }.map(\.1.key)
-    } catch {
-      throw PostgresSessionStorageError.databaseUnavailable(describing(error))
-    }
-  }
-
-  /// Gives up the leases `owner` still holds; a key never saved leaves no row.
-  public func release(_ leases: [SessionLease<Key>], owner: String) async throws {
-    let keys = try leases.map { try self.text($0.key) }
-    let tokens = leases.map { Int64($0.token) }
-    do {
-      try await self.query(
-        """
-        WITH gate AS (SELECT pg_advisory_xact_lock(hashtext(\(self.rowsLock))))
-        DELETE FROM \(unescaped: self.table) AS t
-        USING UNNEST(\(keys)::text[], \(tokens)::int8[]) AS v(key, token)
-        WHERE t.key = v.key AND t.token = v.token AND t.owner = \(owner) AND t.state IS NULL
-          AND EXISTS (SELECT FROM gate)
-        """
-      )
-      try await self.query(
-        """
-        WITH gate AS (SELECT pg_advisory_xact_lock(hashtext(\(self.rowsLock))))
-        UPDATE \(unescaped: self.table) AS t
-        SET owner = NULL, owner_address = NULL, lease_expires_at = 'epoch'
-        FROM UNNEST(\(keys)::text[], \(tokens)::int8[]) AS v(key, token)
-        WHERE t.key = v.key AND t.token = v.token AND t.owner = \(owner)
-          AND EXISTS (SELECT FROM gate)
-        """
-      )
-    } catch {
-      throw PostgresSessionStorageError.databaseUnavailable(describing(error))
-    }
-  }
-
   /// The state stored for `key`, read directly (for tools and tests).
   public func storedState(for key: Key) async throws -> State? {
     let text = try self.text(key)
@@ -527,8 +490,13 @@ private struct RecordUnreadable: Error, CustomStringConvertible {
   var description: String { "it is \(self.size) bytes, not a whole number of digests" }
 }
 
+/// Whether `error` is PostgreSQL's `lock_timeout` firing (SQLSTATE 55P03).
+func isLockTimeout(_ error: any Error) -> Bool {
+  (error as? PSQLError)?.serverInfo?[.sqlState] == "55P03"
+}
+
 /// `PSQLError`'s description is only "Database error": the reflection names the cause.
-private func describing(_ error: any Error) -> String {
+func describing(_ error: any Error) -> String {
   if let error = error as? PSQLError {
     let message = error.serverInfo?[.message] ?? ""
     let state = error.serverInfo?[.sqlState] ?? ""
@@ -536,49 +504,4 @@ private func describing(_ error: any Error) -> String {
     return String(reflecting: error)
   }
   return String(reflecting: error)
-}
-
-/// What went wrong with a ``PostgresSessionStorage``.
-public enum PostgresSessionStorageError: Error, CustomStringConvertible {
-  /// The table name is not a plain lowercase identifier.
-  case invalidTable(String)
-  /// A state version below 1.
-  case invalidStateVersion(Int)
-  /// Fewer than one save in flight.
-  case invalidConcurrentSaves(Int)
-  /// The database could not be reached, or a statement failed.
-  case databaseUnavailable(String)
-  /// The table exists with other columns.
-  case schemaMismatch(table: String, expected: [String], found: [String])
-  /// A key longer than ``PostgresSessionStorage/maximumKeyLength``.
-  case keyTooLong(key: String, length: Int)
-  /// A key with a NUL character, which PostgreSQL's `text` cannot hold.
-  case keyContainsNUL(key: String)
-  /// A state larger than ``PostgresSessionStorage/maximumStateSize`` once encoded.
-  case stateTooLarge(key: String, size: Int)
-
-  /// What went wrong, and what to do.
-  public var description: String {
-    switch self {
-    case .invalidTable(let table):
-      "'\(table)' is not a valid table name (lowercase letters, digits and '_', at most 63)"
-    case .invalidStateVersion(let version):
-      "the state version must be at least 1, not \(version)"
-    case .invalidConcurrentSaves(let count):
-      "concurrentSaves must be at least 1, not \(count)"
-    case .databaseUnavailable(let reason):
-      "the PostgreSQL database failed: \(reason)"
-    case .schemaMismatch(let table, let expected, let found):
-      """
-      the table '\(table)' has columns [\(found.joined(separator: ", "))]; expected \
-      [\(expected.joined(separator: ", "))]: use another table, or migrate this one
-      """
-    case .keyTooLong(let key, let length):
-      "the key '\(key)…' is \(length) bytes long; Postgres sessions take keys up to 1024 bytes"
-    case .keyContainsNUL(let key):
-      "the key '\(key.replacingOccurrences(of: "\0", with: "\\0"))' contains a NUL character, which PostgreSQL's text cannot hold"
-    case .stateTooLarge(let key, let size):
-      "the state of '\(key)' is \(size) bytes once encoded; Postgres sessions take up to 64 MiB"
-    }
-  }
 }

@@ -1,0 +1,156 @@
+import PostgresNIO
+import Unidirectional
+
+extension PostgresSessionStorage {
+  /// Extends the leases `owner` still holds, a statement per ``renewalChunk`` of them; returns
+  /// the keys it lost.
+  public func renew(_ leases: [SessionLease<Key>], owner: String) async throws -> [Key] {
+    var lost: [Key] = []
+    for start in stride(from: 0, to: leases.count, by: Self.renewalChunk) {
+      let chunk = leases[start..<min(start + Self.renewalChunk, leases.count)]
+      lost += try await self.renewChunk(Array(chunk), owner: owner)
+    }
+    return lost
+  }
+
+  /// How many leases one renewal statement extends.
+  ///
+  /// A renewal holds the table's advisory lock alone (``rowsLock``), so no save runs while it
+  /// does: in chunks, saves go between them, and an instance with 100,000 live keys does not stop
+  /// every save for the whole renewal each third of a lease.
+  public static var renewalChunk: Int { 1_000 }
+
+  private func renewChunk(_ leases: [SessionLease<Key>], owner: String) async throws -> [Key] {
+    let keys = try leases.map { try self.text($0.key) }
+    let tokens = leases.map { Int64($0.token) }
+    do {
+      let rows = try await self.query(
+        """
+        WITH gate AS (
+          SELECT pg_advisory_xact_lock(hashtext(\(self.rowsLock)))
+          FROM (SELECT set_config('lock_timeout', \(self.renewalLockTimeout), true)) AS settings
+        )
+        UPDATE \(unescaped: self.table) AS t
+        SET lease_expires_at = now() + \(self.leaseMilliseconds) * interval '1 millisecond'
+        FROM UNNEST(\(keys)::text[], \(tokens)::int8[]) AS v(key, token)
+        WHERE t.key = v.key AND t.token = v.token AND t.owner = \(owner) AND EXISTS (SELECT FROM gate)
+        RETURNING t.key
+        """
+      )
+      var renewed = Set<String>()
+      for key in try rows.decoded(String.self) { renewed.insert(key) }
+      return zip(keys, leases).filter { !renewed.contains($0.0) }.map(\.1.key)
+    } catch  where isLockTimeout(error) {
+      return try await self.renewOneByOne(leases, keys: keys, owner: owner)
+    } catch {
+      throw PostgresSessionStorageError.databaseUnavailable(describing(error))
+    }
+  }
+
+  /// Renews a chunk that met a locked row a statement a lease: one that cannot lock its row is
+  /// left for the next renewal (a lease outlasts two of them), not reported lost.
+  ///
+  /// NB: without the table's lock: a statement over one row waits for no other row, so it cannot
+  /// close a cycle.
+  private func renewOneByOne(
+    _ leases: [SessionLease<Key>],
+    keys: [String],
+    owner: String
+  ) async throws -> [Key] {
+    var lost: [Key] = []
+    for (key, lease) in zip(keys, leases) {
+      do {
+        let rows = try await self.query(
+          """
+          UPDATE \(unescaped: self.table) AS t
+          SET lease_expires_at = now() + \(self.leaseMilliseconds) * interval '1 millisecond'
+          FROM (SELECT set_config('lock_timeout', \(self.renewalLockTimeout), true)) AS settings
+          WHERE t.key = \(key) AND t.token = \(Int64(lease.token)) AND t.owner = \(owner)
+          RETURNING t.key
+          """
+        )
+        if try rows.decoded(String.self).isEmpty { lost.append(lease.key) }
+      } catch  where isLockTimeout(error) {
+        self.logger.warning(
+          "a lease's row is locked by another transaction; it is renewed next time",
+          metadata: ["table": "\(self.table)"]
+        )
+      } catch {
+        throw PostgresSessionStorageError.databaseUnavailable(describing(error))
+      }
+    }
+    return lost
+  }
+
+  /// Gives up the leases `owner` still holds; a key never saved leaves no row.
+  ///
+  /// Like a renewal, all at once under the table's lock with a short lock wait; one that meets a
+  /// locked row gives them up a lease at a time, and leaves a lease whose row stays locked to
+  /// expire.
+  public func release(_ leases: [SessionLease<Key>], owner: String) async throws {
+    let keys = try leases.map { try self.text($0.key) }
+    let tokens = leases.map { Int64($0.token) }
+    do {
+      try await self.query(
+        """
+        WITH gate AS (
+          SELECT pg_advisory_xact_lock(hashtext(\(self.rowsLock)))
+          FROM (SELECT set_config('lock_timeout', \(self.renewalLockTimeout), true)) AS settings
+        )
+        DELETE FROM \(unescaped: self.table) AS t
+        USING UNNEST(\(keys)::text[], \(tokens)::int8[]) AS v(key, token)
+        WHERE t.key = v.key AND t.token = v.token AND t.owner = \(owner) AND t.state IS NULL
+          AND EXISTS (SELECT FROM gate)
+        """
+      )
+      try await self.query(
+        """
+        WITH gate AS (
+          SELECT pg_advisory_xact_lock(hashtext(\(self.rowsLock)))
+          FROM (SELECT set_config('lock_timeout', \(self.renewalLockTimeout), true)) AS settings
+        )
+        UPDATE \(unescaped: self.table) AS t
+        SET owner = NULL, owner_address = NULL, lease_expires_at = 'epoch'
+        FROM UNNEST(\(keys)::text[], \(tokens)::int8[]) AS v(key, token)
+        WHERE t.key = v.key AND t.token = v.token AND t.owner = \(owner)
+          AND EXISTS (SELECT FROM gate)
+        """
+      )
+    } catch  where isLockTimeout(error) {
+      for (key, token) in zip(keys, tokens) {
+        try await self.releaseOne(key, token: token, owner: owner)
+      }
+    } catch {
+      throw PostgresSessionStorageError.databaseUnavailable(describing(error))
+    }
+  }
+
+  /// Gives up one lease, without the table's lock (a statement over one row cannot close a
+  /// cycle); a lease whose row stays locked is left to expire.
+  private func releaseOne(_ key: String, token: Int64, owner: String) async throws {
+    do {
+      try await self.query(
+        """
+        DELETE FROM \(unescaped: self.table)
+        USING (SELECT set_config('lock_timeout', \(self.renewalLockTimeout), true)) AS settings
+        WHERE key = \(key) AND token = \(token) AND owner = \(owner) AND state IS NULL
+        """
+      )
+      try await self.query(
+        """
+        UPDATE \(unescaped: self.table) AS t
+        SET owner = NULL, owner_address = NULL, lease_expires_at = 'epoch'
+        FROM (SELECT set_config('lock_timeout', \(self.renewalLockTimeout), true)) AS settings
+        WHERE t.key = \(key) AND t.token = \(token) AND t.owner = \(owner)
+        """
+      )
+    } catch  where isLockTimeout(error) {
+      self.logger.warning(
+        "a lease's row is locked by another transaction; it is left to expire",
+        metadata: ["table": "\(self.table)"]
+      )
+    } catch {
+      throw PostgresSessionStorageError.databaseUnavailable(describing(error))
+    }
+  }
+}
