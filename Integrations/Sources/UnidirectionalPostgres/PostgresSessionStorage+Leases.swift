@@ -2,6 +2,24 @@ import PostgresNIO
 import Unidirectional
 
 extension PostgresSessionStorage {
+  /// The table's lock taken alone, waiting up to a second (or ``lockWait``) for the saves that
+  /// hold it to end, then ``renewalLockTimeout`` for the rows: a row that stays locked is someone
+  /// else's transaction's. While this statement waits, every save waits behind it; past either
+  /// wait, the leases go one at a time.
+  ///
+  /// NB: nested subqueries, each of volatile functions, so PostgreSQL neither merges nor drops
+  /// them: the inner one runs first. Literal SQL: the lock's name is made of the table's (a
+  /// checked identifier) and the timeouts are numbers.
+  var exclusiveGate: String {
+    """
+    SELECT set_config('lock_timeout', '\(self.renewalLockTimeout)', true), locked.done
+    FROM (
+      SELECT pg_advisory_xact_lock(hashtext('\(self.rowsLock)')) AS done
+      FROM (SELECT set_config('lock_timeout', '\(self.gateLockTimeout)', true)) AS settings
+    ) AS locked
+    """
+  }
+
   /// Extends the leases `owner` still holds, a statement per ``renewalChunk`` of them; returns
   /// the keys it lost.
   public func renew(_ leases: [SessionLease<Key>], owner: String) async throws -> [Key] {
@@ -26,10 +44,7 @@ extension PostgresSessionStorage {
     do {
       let rows = try await self.query(
         """
-        WITH gate AS (
-          SELECT pg_advisory_xact_lock(hashtext(\(self.rowsLock)))
-          FROM (SELECT set_config('lock_timeout', \(self.renewalLockTimeout), true)) AS settings
-        )
+        WITH gate AS (\(unescaped: self.exclusiveGate))
         UPDATE \(unescaped: self.table) AS t
         SET lease_expires_at = now() + \(self.leaseMilliseconds) * interval '1 millisecond'
         FROM UNNEST(\(keys)::text[], \(tokens)::int8[]) AS v(key, token)
@@ -93,10 +108,7 @@ extension PostgresSessionStorage {
     do {
       try await self.query(
         """
-        WITH gate AS (
-          SELECT pg_advisory_xact_lock(hashtext(\(self.rowsLock)))
-          FROM (SELECT set_config('lock_timeout', \(self.renewalLockTimeout), true)) AS settings
-        )
+        WITH gate AS (\(unescaped: self.exclusiveGate))
         DELETE FROM \(unescaped: self.table) AS t
         USING UNNEST(\(keys)::text[], \(tokens)::int8[]) AS v(key, token)
         WHERE t.key = v.key AND t.token = v.token AND t.owner = \(owner) AND t.state IS NULL
@@ -105,10 +117,7 @@ extension PostgresSessionStorage {
       )
       try await self.query(
         """
-        WITH gate AS (
-          SELECT pg_advisory_xact_lock(hashtext(\(self.rowsLock)))
-          FROM (SELECT set_config('lock_timeout', \(self.renewalLockTimeout), true)) AS settings
-        )
+        WITH gate AS (\(unescaped: self.exclusiveGate))
         UPDATE \(unescaped: self.table) AS t
         SET owner = NULL, owner_address = NULL, lease_expires_at = 'epoch'
         FROM UNNEST(\(keys)::text[], \(tokens)::int8[]) AS v(key, token)

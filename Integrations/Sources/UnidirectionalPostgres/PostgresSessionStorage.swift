@@ -227,6 +227,11 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     Self.milliseconds(min(self.lockWait, .milliseconds(100)))
   }
 
+  /// How long a renewal or release waits for the table's lock alone (``exclusiveGate``).
+  var gateLockTimeout: String {
+    Self.milliseconds(min(self.lockWait, .seconds(1)))
+  }
+
   private static func milliseconds(_ duration: Duration) -> String {
     let (seconds, attoseconds) = duration.components
     return "\(max(1, seconds * 1_000 + attoseconds / 1_000_000_000_000_000))"
