@@ -2,10 +2,12 @@ import PostgresNIO
 import Unidirectional
 
 extension PostgresSessionStorage {
-  /// The table's lock taken alone, waiting up to a second (or ``lockWait``) for the saves that
-  /// hold it to end, then ``renewalLockTimeout`` for the rows: a row that stays locked is someone
-  /// else's transaction's. While this statement waits, every save waits behind it; past either
-  /// wait, the leases go one at a time.
+  /// The table's lock taken alone, for a renewal or release.
+  ///
+  /// It waits up to a second (or ``lockWait``) for the saves that hold the lock to end, then
+  /// ``renewalLockTimeout`` for the rows: a row that stays locked is someone else's transaction's.
+  /// While this statement waits, every save waits behind it; past either wait, the leases go one
+  /// at a time.
   ///
   /// NB: nested subqueries, each of volatile functions, so PostgreSQL neither merges nor drops
   /// them: the inner one runs first. Literal SQL: the lock's name is made of the table's (a
