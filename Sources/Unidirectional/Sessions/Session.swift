@@ -88,35 +88,28 @@ import Synchronization
 /// a map to the fingerprints of the requests they came with (0: none).
 struct IdempotencyWindow: Sendable {
   var order: [UInt64] = []
+  /// The fingerprints of `order`'s keys, in its order (0: none).
+  var fingerprints: [UInt32] = []
   var members: [UInt64: UInt32] = [:]
-  /// Keys that came with a fingerprint, in the window now.
-  var fingerprinted = 0
   /// Keys taken since activation.
   var version: UInt64 = 0
 
   mutating func insert(_ digest: UInt64, fingerprint: UInt32, capacity: Int) {
     guard self.members[digest] == nil else { return }
     self.members[digest] = fingerprint
-    if fingerprint != 0 { self.fingerprinted += 1 }
     self.version &+= 1
     self.order.append(digest)
+    self.fingerprints.append(fingerprint)
     let excess = self.order.count - capacity
     guard excess > 0 else { return }
-    for old in self.order.prefix(excess) {
-      if let fingerprint = self.members.removeValue(forKey: old), fingerprint != 0 {
-        self.fingerprinted -= 1
-      }
-    }
+    for old in self.order.prefix(excess) { self.members.removeValue(forKey: old) }
     self.order.removeFirst(excess)
+    self.fingerprints.removeFirst(excess)
   }
 
-  /// The window as storage keeps it.
+  /// The window as storage keeps it (with no fingerprints if none is set).
   var record: IdempotencyRecord {
-    guard self.fingerprinted > 0 else { return IdempotencyRecord(digests: self.order) }
-    return IdempotencyRecord(
-      digests: self.order,
-      fingerprints: self.order.map { self.members[$0] ?? 0 }
-    )
+    IdempotencyRecord(digests: self.order, fingerprints: self.fingerprints)
   }
 }
 
