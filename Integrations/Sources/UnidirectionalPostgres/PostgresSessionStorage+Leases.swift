@@ -5,19 +5,19 @@ extension PostgresSessionStorage {
   /// The table's lock taken alone, for a renewal or release.
   ///
   /// It waits up to a second (or ``lockWait``) for the saves that hold the lock to end, then
-  /// ``renewalLockTimeout`` for the rows: a row that stays locked is someone else's transaction's.
+  /// ``leaseRowWaitSetting`` for the rows: a row that stays locked is someone else's transaction's.
   /// While this statement waits, every save waits behind it; past either wait, the leases go one
   /// at a time.
   ///
   /// NB: nested subqueries, each of volatile functions, so PostgreSQL neither merges nor drops
   /// them: the inner one runs first. Literal SQL: the lock's name is made of the table's (a
-  /// checked identifier) and the timeouts are numbers.
+  /// checked identifier).
   var exclusiveGate: String {
     """
-    SELECT set_config('lock_timeout', '\(self.renewalLockTimeout)', true), locked.done
+    SELECT \(self.leaseRowWaitSetting), locked.done
     FROM (
       SELECT pg_advisory_xact_lock(hashtext('\(self.rowsLock)')) AS done
-      FROM (SELECT set_config('lock_timeout', '\(self.gateLockTimeout)', true)) AS settings
+      FROM (SELECT \(self.leaseGateWaitSetting)) AS settings
     ) AS locked
     """
   }
@@ -66,9 +66,6 @@ extension PostgresSessionStorage {
 
   /// Renews a chunk that met a locked row a statement a lease: one that cannot lock its row is
   /// left for the next renewal (a lease outlasts two of them), not reported lost.
-  ///
-  /// NB: without the table's lock: a statement over one row waits for no other row, so it cannot
-  /// close a cycle.
   private func renewOneByOne(
     _ leases: [SessionLease<Key>],
     keys: [String],
@@ -76,27 +73,38 @@ extension PostgresSessionStorage {
   ) async throws -> [Key] {
     var lost: [Key] = []
     for (key, lease) in zip(keys, leases) {
-      do {
+      try await self.onOneLease(ifLocked: "it is renewed next time") {
         let rows = try await self.query(
           """
           UPDATE \(unescaped: self.table) AS t
           SET lease_expires_at = now() + \(self.leaseMilliseconds) * interval '1 millisecond'
-          FROM (SELECT set_config('lock_timeout', \(self.renewalLockTimeout), true)) AS settings
+          FROM (SELECT \(unescaped: self.leaseRowWaitSetting)) AS settings
           WHERE t.key = \(key) AND t.token = \(Int64(lease.token)) AND t.owner = \(owner)
           RETURNING t.key
           """
         )
         if try rows.decoded(String.self).isEmpty { lost.append(lease.key) }
-      } catch  where isLockTimeout(error) {
-        self.logger.warning(
-          "a lease's row is locked by another transaction; it is renewed next time",
-          metadata: ["table": "\(self.table)"]
-        )
-      } catch {
-        throw PostgresSessionStorageError.databaseUnavailable(describing(error))
       }
     }
     return lost
+  }
+
+  /// Runs one lease's statements, without the table's lock (a statement over one row waits for
+  /// no other row, so it cannot close a cycle); a row that stays locked is logged and left.
+  private func onOneLease(
+    ifLocked outcome: String,
+    _ statements: () async throws -> Void
+  ) async throws {
+    do {
+      try await statements()
+    } catch  where isLockTimeout(error) {
+      self.logger.warning(
+        "a lease's row is locked by another transaction; \(outcome)",
+        metadata: ["table": "\(self.table)"]
+      )
+    } catch {
+      throw PostgresSessionStorageError.databaseUnavailable(describing(error))
+    }
   }
 
   /// Gives up the leases `owner` still holds; a key never saved leaves no row.
@@ -136,14 +144,13 @@ extension PostgresSessionStorage {
     }
   }
 
-  /// Gives up one lease, without the table's lock (a statement over one row cannot close a
-  /// cycle); a lease whose row stays locked is left to expire.
+  /// Gives up one lease; a lease whose row stays locked is left to expire.
   private func releaseOne(_ key: String, token: Int64, owner: String) async throws {
-    do {
+    try await self.onOneLease(ifLocked: "it is left to expire") {
       try await self.query(
         """
         DELETE FROM \(unescaped: self.table)
-        USING (SELECT set_config('lock_timeout', \(self.renewalLockTimeout), true)) AS settings
+        USING (SELECT \(unescaped: self.leaseRowWaitSetting)) AS settings
         WHERE key = \(key) AND token = \(token) AND owner = \(owner) AND state IS NULL
         """
       )
@@ -151,17 +158,10 @@ extension PostgresSessionStorage {
         """
         UPDATE \(unescaped: self.table) AS t
         SET owner = NULL, owner_address = NULL, lease_expires_at = 'epoch'
-        FROM (SELECT set_config('lock_timeout', \(self.renewalLockTimeout), true)) AS settings
+        FROM (SELECT \(unescaped: self.leaseRowWaitSetting)) AS settings
         WHERE t.key = \(key) AND t.token = \(token) AND t.owner = \(owner)
         """
       )
-    } catch  where isLockTimeout(error) {
-      self.logger.warning(
-        "a lease's row is locked by another transaction; it is left to expire",
-        metadata: ["table": "\(self.table)"]
-      )
-    } catch {
-      throw PostgresSessionStorageError.databaseUnavailable(describing(error))
     }
   }
 }

@@ -215,26 +215,30 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
   /// and does not take it.
   var rowsLock: String { "unidirectional.rows." + self.table }
 
-  /// `lock_timeout` for this statement's transaction only (the client's other users keep theirs),
-  /// set in a subquery every locking statement reads first, so it is in force before any lock.
-  private var lockTimeout: String { Self.milliseconds(self.lockWait) }
-
-  /// A renewal's (or release's) `lock_timeout`, short.
+  /// The call setting `lock_timeout` to ``lockWait``, for its statement's transaction only.
   ///
-  /// Holding the table's lock alone, it finds a row locked only by a statement over one row or by
-  /// someone else's transaction, and while it waits, every save waits for it.
-  var renewalLockTimeout: String {
-    Self.milliseconds(min(self.lockWait, .milliseconds(100)))
+  /// The client's other users keep theirs. Every locking statement makes the call in a subquery
+  /// it reads first, as a `FROM` item or a CTE, so it is in force before any lock. Literal SQL:
+  /// the value is a number.
+  var lockWaitSetting: String { Self.lockTimeoutSetting(self.lockWait) }
+
+  /// The `lock_timeout` a renewal or release waits for a row, short.
+  ///
+  /// Holding the table's lock alone, it finds a row locked only by a statement over one row or
+  /// by someone else's transaction, and while it waits, every save waits for it.
+  var leaseRowWaitSetting: String {
+    Self.lockTimeoutSetting(min(self.lockWait, .milliseconds(100)))
   }
 
-  /// How long a renewal or release waits for the table's lock alone (``exclusiveGate``).
-  var gateLockTimeout: String {
-    Self.milliseconds(min(self.lockWait, .seconds(1)))
+  /// The `lock_timeout` a renewal or release waits for the table's lock alone (``exclusiveGate``).
+  var leaseGateWaitSetting: String {
+    Self.lockTimeoutSetting(min(self.lockWait, .seconds(1)))
   }
 
-  private static func milliseconds(_ duration: Duration) -> String {
-    let (seconds, attoseconds) = duration.components
-    return "\(max(1, seconds * 1_000 + attoseconds / 1_000_000_000_000_000))"
+  private static func lockTimeoutSetting(_ wait: Duration) -> String {
+    let (seconds, attoseconds) = wait.components
+    let milliseconds = max(1, seconds * 1_000 + attoseconds / 1_000_000_000_000_000)
+    return "set_config('lock_timeout', '\(milliseconds)', true)"
   }
 
   var leaseMilliseconds: Int64 {
@@ -273,7 +277,7 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
         """
         INSERT INTO \(unescaped: self.table) AS t (key, owner, owner_address, lease_expires_at, token)
         SELECT \(text), \(owner), \(address), now() + \(lease) * interval '1 millisecond', 1
-        FROM (SELECT set_config('lock_timeout', \(self.lockTimeout), true)) AS settings
+        FROM (SELECT \(unescaped: self.lockWaitSetting)) AS settings
         ON CONFLICT (key) DO UPDATE SET
           token = CASE WHEN t.owner = excluded.owner AND t.lease_expires_at > now()
             THEN t.token ELSE t.token + 1 END,
@@ -369,7 +373,7 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
       let token = token.map { Int64(bitPattern: $0) }
       let rows = try await self.query(
         """
-        WITH settings AS (SELECT set_config('lock_timeout', \(self.lockTimeout), true)),
+        WITH settings AS (SELECT \(unescaped: self.lockWaitSetting)),
         gone AS (
           DELETE FROM \(unescaped: self.table)
           WHERE EXISTS (SELECT FROM settings) AND key = \(text) AND CASE
@@ -442,7 +446,7 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
           """
           WITH gate AS (
             SELECT pg_advisory_xact_lock_shared(hashtext(\(self.rowsLock)))
-            FROM (SELECT set_config('lock_timeout', \(self.lockTimeout), true)) AS settings
+            FROM (SELECT \(unescaped: self.lockWaitSetting)) AS settings
           )
           UPDATE \(unescaped: self.table) AS t
           SET state = v.state, encoding_version = \(Int32(self.stateVersion)),
