@@ -87,7 +87,7 @@ func makeRouter(
         message: "quantity must be from 1 to \(Cart.maximumQuantity), not \(add.quantity)"
       )
     }
-    let request = newRequestID()
+    let request = requestID(idempotencyKey)
     return try await apply(
       .add(item: add.item, quantity: add.quantity, request: request),
       request,
@@ -101,7 +101,7 @@ func makeRouter(
     let customer = try identifier(context, "customer")
     let item = try identifier(context, "item")
     let idempotencyKey = try idempotencyKey(of: request)
-    let request = newRequestID()
+    let request = requestID(idempotencyKey)
     return try await apply(
       .remove(item: item, request: request),
       request,
@@ -113,7 +113,7 @@ func makeRouter(
   }
   router.get("/carts/:customer") { _, context -> Response in
     let customer = try identifier(context, "customer")
-    return jsonResponse(.ok, try await carts.state(of: customer))
+    return jsonResponse(.ok, CartBody(try await carts.state(of: customer)))
   }
   router.delete("/carts/:customer") { _, context -> Response in
     let customer = try identifier(context, "customer")
@@ -130,7 +130,7 @@ func makeRouter(
         // NB: ends on graceful shutdown, before the server waits for open connections (an
         // endless stream would hold the shutdown), or when the cart passivates.
         for await state in store.states.cancelOnGracefulShutdown() {
-          let json = String(decoding: try JSONEncoder().encode(state), as: UTF8.self)
+          let json = String(decoding: try JSONEncoder().encode(CartBody(state)), as: UTF8.self)
           try await writer.write(ByteBuffer(string: "data: \(json)\n\n"))
         }
         try await writer.finish(nil)
@@ -145,7 +145,8 @@ func makeRouter(
 ///
 /// `request` is the number `action` carries: a refusal is this request's only if it names it (a
 /// retry of an add already applied reads the cart as it is, which may hold another request's
-/// refusal). The session's log lines for it carry the request's id.
+/// refusal). A retry of a refused request is not reduced again, and finds its first answer's
+/// refusal in the cart under the same number. The session's log lines carry the request's id.
 private func apply(
   _ action: Cart.Action,
   _ request: UInt64,
@@ -170,10 +171,10 @@ private func apply(
       try await carts.send(action, to: customer, reading: { $0 })
     }
   }
-  if let refusal = cart.refusal, refusal.request == request {
+  if let refusal = cart.refusal(of: request) {
     throw HTTPError(.badRequest, message: refusal.reason)
   }
-  return jsonResponse(.ok, cart)
+  return jsonResponse(.ok, CartBody(cart))
 }
 
 /// What a request asks of a cart, for telling a retry from another request under the same
@@ -185,9 +186,30 @@ func fingerprint(of action: Cart.Action) -> String {
   }
 }
 
-/// A number naming one request's action: random, never 0 (an action no request sent).
-private func newRequestID() -> UInt64 {
-  UInt64.random(in: 1...UInt64.max)
+/// A number naming one request's action, never 0 (an action no request sent): a digest of its
+/// idempotency key, so its retries name the same request; random without one.
+func requestID(_ idempotencyKey: String?) -> UInt64 {
+  guard let idempotencyKey else { return UInt64.random(in: 1...UInt64.max) }
+  // NB: FNV-1a, not `hashValue`: the number is stored, and must be the same in every process.
+  var digest: UInt64 = 0xcbf2_9ce4_8422_2325
+  for byte in idempotencyKey.utf8 {
+    digest = (digest ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
+  }
+  return max(digest, 1)
+}
+
+/// A cart as the routes answer it: its customer, items and version (what it remembers of its
+/// refusals stays in storage).
+struct CartBody: Encodable {
+  var customer: String
+  var items: [String: Int]
+  var version: Int
+
+  init(_ cart: Cart.State) {
+    self.customer = cart.customer
+    self.items = cart.items
+    self.version = cart.version
+  }
 }
 
 /// The path parameter `name`, percent-decoded and checked: 1 to 256 bytes of UTF-8.

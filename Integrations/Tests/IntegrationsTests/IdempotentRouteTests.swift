@@ -90,27 +90,76 @@ private let apple = ByteBuffer(string: #"{"item": "apple", "quantity": 1}"#)
         #expect(cart.items == ["apple": 1_000_000, "pear": 1])
         #expect(cart.version == 2)
       }
-      // A refused add's key is taken: its retry answers the cart as it is, each time the same.
+      // A refused add's retry is answered as its first answer was, each time: not applied.
       let refusedKey = try idempotencyKey("apple-2")
-      try await client.execute(
-        uri: "/carts/alice/items",
-        method: .post,
-        headers: refusedKey,
-        body: apple
-      ) { #expect($0.status == .badRequest) }
-      for _ in 0..<2 {
+      for _ in 0..<3 {
         try await client.execute(
           uri: "/carts/alice/items",
           method: .post,
           headers: refusedKey,
           body: apple
         ) { response in
-          #expect(response.status == .ok)
-          let cart = try decodeCart(response.body)
-          #expect(cart.version == 2)
+          #expect(response.status == .badRequest)
+          let message = try errorMessage(response)
+          #expect(message.contains("at most 1000000 of one item; it has 1000000"))
         }
       }
       #expect(storage.storedState(for: "alice")?.version == 2)
     }
+  }
+
+  @Test func aRetryOfARefusedAddIsTheSame400AfterARestartAndOnceTheCartCouldTakeIt() async throws {
+    let storage = InMemorySessionStorage<String, Cart.State>()
+    let full = ByteBuffer(string: #"{"item": "apple", "quantity": 1000000}"#)
+    let key = try idempotencyKey("one-more-apple")
+    for run in 0..<2 {
+      let carts = Carts(storage: storage, owner: "run-\(run)") {
+        Cart.State(customer: $0)
+      } reducer: {
+        Cart()
+      }
+      try await Application(router: makeRouter(carts: carts)).test(.router) { client in
+        if run == 0 {
+          try await client.execute(uri: "/carts/alice/items", method: .post, body: full) {
+            #expect($0.status == .ok)
+          }
+        }
+        try await client.execute(
+          uri: "/carts/alice/items",
+          method: .post,
+          headers: key,
+          body: apple
+        ) { response in
+          #expect(response.status == .badRequest)
+          let message = try errorMessage(response)
+          #expect(message.contains("it has 1000000 of this one"))
+        }
+        if run == 1 {
+          // Room for it now; its retry is still the refusal it was, and a new request applies.
+          try await client.execute(uri: "/carts/alice/items/apple", method: .delete) {
+            #expect($0.status == .ok)
+          }
+          try await client.execute(
+            uri: "/carts/alice/items",
+            method: .post,
+            headers: key,
+            body: apple
+          ) { #expect($0.status == .badRequest) }
+          try await client.execute(uri: "/carts/alice/items", method: .post, body: apple) {
+            response in
+            #expect(response.status == .ok)
+            // NB: the body is the cart alone; what it remembers of refusals stays in storage.
+            let body = String(buffer: response.body)
+            #expect(!body.contains("refusals"))
+            let cart = try decodeCart(response.body)
+            #expect(cart.items == ["apple": 1])
+          }
+        }
+      }
+      await carts.shutdown(gracePeriod: .seconds(1))
+    }
+    let stored = storage.storedState(for: "alice")
+    #expect(stored?.version == 3)
+    #expect(stored?.refusals.count == 1)
   }
 }
