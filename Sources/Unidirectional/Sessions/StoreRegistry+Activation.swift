@@ -1,3 +1,5 @@
+import Synchronization
+
 extension StoreRegistry {
   // MARK: - Activating
 
@@ -75,8 +77,10 @@ extension StoreRegistry {
     if let storage = self.storage {
       do {
         let address = self.guarded.withLock { $0.advertisedAddress }
+        let asked = self.sessionClock.host.nowNanoseconds
         switch try await storage.acquire(key, owner: self.owner, address: address) {
         case .acquired(let acquiredToken, let stored, let keys):
+          entry.leaseHeldUntil.store(asked + self.leaseCountedOn(storage), ordering: .relaxed)
           self.forgetOwner(of: key)
           token = acquiredToken
           state = stored

@@ -126,7 +126,8 @@ extension StoreRegistry {
   ) async throws -> (task: StoreTask, value: Value) {
     while true {
       let (entry, live) = try await self.liveEntry(for: key)
-      guard let store = live else { continue }
+      // NB: a replay answers the store's state, so that store must still be the key's.
+      guard let store = live, self.leaseIsHeld(entry) else { continue }
       let step = await self.claim(request, of: entry, store)
       switch step {
       case .retry, .wait:

@@ -1,3 +1,5 @@
+import Synchronization
+
 extension StoreRegistry {
   // MARK: - Ownership
 
@@ -42,19 +44,45 @@ extension StoreRegistry {
   /// Renews the leases of every live or passivating key.
   func renewLeases() async {
     guard let storage = self.storage else { return }
-    let leases = self.guarded.withLock { guarded in
-      guarded.entries.values.compactMap { entry -> SessionLease<Key>? in
-        if case .activating = entry.phase { return nil }
-        return SessionLease(key: entry.key, token: entry.token)
+    let asked = self.sessionClock.host.nowNanoseconds
+    let entries = self.guarded.withLock { guarded in
+      guarded.entries.values.filter { entry in
+        if case .activating = entry.phase { return false }
+        return true
       }
     }
-    guard !leases.isEmpty else { return }
+    guard !entries.isEmpty else { return }
+    let leases = entries.map { SessionLease(key: $0.key, token: $0.token) }
     guard let lost = try? await storage.renew(leases, owner: self.owner) else { return }
-    let tokens = Dictionary(leases.map { ($0.key, $0.token) }, uniquingKeysWith: { $1 })
-    for key in lost {
-      if let token = tokens[key] {
-        self.saveFailed(key, token: token, .ownershipLost(currentOwner: nil))
-      }
+    let lostKeys = Set(lost)
+    let heldUntil = asked + self.leaseCountedOn(storage)
+    for entry in entries where !lostKeys.contains(entry.key) {
+      entry.leaseHeldUntil.store(heldUntil, ordering: .relaxed)
     }
+    for entry in entries where lostKeys.contains(entry.key) {
+      self.saveFailed(entry.key, token: entry.token, .ownershipLost(currentOwner: nil))
+    }
+  }
+
+  /// For how long after asking for a lease (or its renewal) this instance counts on holding it,
+  /// in nanoseconds: the lease less a tenth, for the time the request took to reach storage and
+  /// for the two clocks' drift.
+  func leaseCountedOn(_ storage: any SessionStorage<Key, State>) -> Int64 {
+    let (seconds, attoseconds) = (storage.leaseDuration * 9 / 10).components
+    return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+  }
+
+  /// Whether `entry`'s lease is known to be held.
+  ///
+  /// One whose renewals failed for a lease's length (storage out of reach, or this process
+  /// paused) may belong to another instance by now: its store is discarded, as on a lost lease,
+  /// so what it holds is not read as the key's state.
+  ///
+  /// Sends need no such check: their saves are fenced.
+  func leaseIsHeld(_ entry: Entry) -> Bool {
+    let now = self.sessionClock.host.nowNanoseconds
+    guard now >= entry.leaseHeldUntil.load(ordering: .relaxed) else { return true }
+    self.saveFailed(entry.key, token: entry.token, .ownershipLost(currentOwner: nil))
+    return false
   }
 }

@@ -15,9 +15,14 @@ extension StoreRegistry {
   /// - Throws: ``SessionError``.
   ///
   /// NB: a live key's read specialized in the caller's module, as the sends'.
+  ///
+  /// With storage, a live key's store is read only while its lease is known to be held: one
+  /// this instance could not renew before it expired (storage out of reach, a paused process) is
+  /// discarded and the key activated again, from storage, so the read never answers a state
+  /// another instance may have moved on from.
   @inlinable
   public func state(of key: Key) async throws -> State {
-    if let store = self.guarded.withLockInlined({ $0.liveStores[key] }) {
+    if self.storage == nil, let store = self.guarded.withLockInlined({ $0.liveStores[key] }) {
       return await store.state
     }
     return try await self.activatedState(of: key)
@@ -44,7 +49,8 @@ extension StoreRegistry {
         return DependencyValues.withValues(self.dependencies) { self.initialState(key) }
       }
       do {
-        if let store = try await self.liveEntry(for: key).store { return await store.state }
+        let (entry, store) = try await self.liveEntry(for: key)
+        if let store, self.leaseIsHeld(entry) { return await store.state }
       } catch let error as SessionError {
         // NB: taking the lease failed where reading did not (a full disk refuses every write):
         // what storage holds is the key's last acknowledged state, so the read is answered.
@@ -53,7 +59,8 @@ extension StoreRegistry {
       }
       return try await self.activatedState(of: key)
     }
-    if let store = try await self.liveEntry(for: key).store { return await store.state }
+    let (entry, store) = try await self.liveEntry(for: key)
+    if let store, self.leaseIsHeld(entry) { return await store.state }
     return try await self.activatedState(of: key)
   }
 
@@ -94,7 +101,8 @@ extension StoreRegistry {
   /// - Throws: ``SessionError``.
   public func activatedStore(for key: Key) async throws -> Store<State, Action> {
     while true {
-      if let store = try await self.liveEntry(for: key).store { return store }
+      let (entry, store) = try await self.liveEntry(for: key)
+      if let store, self.leaseIsHeld(entry) { return store }
     }
   }
 

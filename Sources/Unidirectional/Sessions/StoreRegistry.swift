@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Many keyed stores in a server: one per session, user, room or device.
 ///
 /// A registry activates a key's store on its first send, keeps at most one live store per key,
@@ -74,8 +76,8 @@ where R.State: Sendable {
   /// it held were a large share of every session's bytes (the bytes-per-session row).
   // Safety: `phase`, `token`, `waiters`, `ownershipWasLost`, `saveFailed`, `isErasing`,
   // `idempotentSends`, `isIdleTimerArmed`, `savesInProgress` and `drainWaiters` are read and
-  // written only under the registry's lock; the timer's fields as `TimerEntry` says; the rest is
-  // immutable (`registry` is written once, in `init`).
+  // written only under the registry's lock; the timer's fields as `TimerEntry` says;
+  // `leaseHeldUntil` is atomic; the rest is immutable (`registry` is written once, in `init`).
   @usableFromInline final class Entry: TimerEntry, @unchecked Sendable {
     enum Phase {
       /// Loading its state (with storage) and making its store.
@@ -105,6 +107,11 @@ where R.State: Sendable {
     /// Sends reduced whose save has not ended, and a passivation waiting for them.
     var savesInProgress = 0
     var drainWaiters: [UnsafeContinuation<Void, Never>] = []
+    /// Until when the key's lease is known to be held, on the registry clock's timeline.
+    ///
+    /// A lease's length, less a margin, after its taking or last renewal began
+    /// (``TimerHost/nowNanoseconds``). Without storage, `.max`.
+    let leaseHeldUntil = Atomic<Int64>(.max)
 
     /// The registry the idle timer reports to; weak, so an armed timer does not keep a registry
     /// nobody holds alive.

@@ -1,0 +1,132 @@
+import Testing
+import Unidirectional
+
+/// An instance that cannot renew its leases stops reading its stores' states once its leases may
+/// have expired: another instance may own those keys by then.
+@Suite(.timeLimit(.minutes(1))) struct LeaseLapseTests {
+  @Test func aStoreWhoseLeaseCouldNotBeRenewedIsNotReadOnceTheLeaseMayHaveExpired() async throws {
+    let time = TestClock()
+    let storage = InMemorySessionStorage<String, SessionLedger.State>(
+      clock: time,
+      leaseDuration: .seconds(10)
+    )
+    // Node A reaches the database for everything but its renewals (as in a partition that
+    // began after it took its leases, or a pause): its leases expire on the storage's time.
+    let a = Self.registry("node-a", RenewalsFail(base: storage), time)
+    let b = Self.registry("node-b", storage, time)
+    try await a.send(.append(1), to: "alice")
+    try await a.send(.append(1), to: "bob")
+    try await a.send(.append(1), to: "carol", idempotencyKey: "first")
+    await time.advance(by: .seconds(8))
+    #expect(try await a.state(of: "alice").applied == [1])
+
+    await time.advance(by: .seconds(3))
+    try await b.send(.append(2), to: "alice")
+    // A's store still holds [1]; reading it would answer a state node B has moved on from.
+    let error = await #expect(throws: SessionError.self) {
+      _ = try await a.state(of: "alice")
+    }
+    guard case .ownershipLost(let key, let message) = error else {
+      Issue.record("expected .ownershipLost, got \(String(describing: error))")
+      return
+    }
+    #expect(key == "alice")
+    #expect(message.contains("node-b"))
+    let stream = await #expect(throws: SessionError.self) {
+      _ = try await a.activatedStore(for: "alice")
+    }
+    #expect(stream?.message.contains("node-b") == true)
+    // Nor does a retry answer it.
+    try await b.send(.append(2), to: "carol")
+    let retry = await #expect(throws: SessionError.self) {
+      _ = try await a.send(.append(1), to: "carol", idempotencyKey: "first", reading: { $0 })
+    }
+    #expect(retry?.message.contains("node-b") == true)
+    // A key nobody took over is read again from storage, under a lease taken anew.
+    let bob = try await a.state(of: "bob")
+    #expect(bob.applied == [1])
+    #expect(await a.liveStore(for: "bob") != nil)
+    #expect(storage.owner(of: "bob") == "node-a")
+    await a.shutdown(gracePeriod: .seconds(1))
+    await b.shutdown(gracePeriod: .seconds(1))
+  }
+
+  @Test func storesWhoseLeasesAreRenewedAreReadPastTheLeasesFirstLength() async throws {
+    let time = TestClock()
+    let storage = InMemorySessionStorage<String, SessionLedger.State>(
+      clock: time,
+      leaseDuration: .seconds(10)
+    )
+    let renewals = RenewalsCounted(base: storage)
+    let a = Self.registry("node-a", renewals, time)
+    try await a.send(.append(1), to: "alice")
+    let store = await a.liveStore(for: "alice")
+    // Renewals every third of the lease; the second begins only once the first has been counted.
+    await time.advance(by: .milliseconds(3_400))
+    await renewals.wait(for: 1)
+    await time.advance(by: .milliseconds(3_400))
+    await renewals.wait(for: 2)
+    await time.advance(by: .seconds(3))
+    #expect(try await a.state(of: "alice").applied == [1])
+    #expect(await a.liveStore(for: "alice") === store)
+    await a.shutdown(gracePeriod: .seconds(1))
+  }
+
+  private static func registry(
+    _ owner: String,
+    _ storage: some SessionStorage<String, SessionLedger.State>,
+    _ time: TestClock
+  ) -> StoreRegistry<String, SessionLedger> {
+    StoreRegistry(storage: storage, owner: owner, clock: time) { key in
+      SessionLedger.State(key: key)
+    } reducer: {
+      SessionLedger(clock: ContinuousClock(), gate: Gate())
+    }
+  }
+}
+
+private struct Unreachable: Error {}
+
+/// A storage whose renewals fail.
+private struct RenewalsFail: PassThroughStorage {
+  let base: InMemorySessionStorage<String, SessionLedger.State>
+
+  func renew(_ leases: [SessionLease<String>], owner: String) async throws -> [String] {
+    throw Unreachable()
+  }
+}
+
+/// A storage that counts its renewals, for a test to wait for one.
+private final class RenewalsCounted: PassThroughStorage {
+  let base: InMemorySessionStorage<String, SessionLedger.State>
+  private let count = LockIsolated(
+    (renewals: 0, waiters: [(Int, CheckedContinuation<Void, Never>)]())
+  )
+
+  init(base: InMemorySessionStorage<String, SessionLedger.State>) {
+    self.base = base
+  }
+
+  func renew(_ leases: [SessionLease<String>], owner: String) async throws -> [String] {
+    let lost = try await self.base.renew(leases, owner: owner)
+    let ready = self.count.withValue { count in
+      count.renewals += 1
+      let ready = count.waiters.filter { $0.0 <= count.renewals }.map(\.1)
+      count.waiters.removeAll { $0.0 <= count.renewals }
+      return ready
+    }
+    for waiter in ready { waiter.resume() }
+    return lost
+  }
+
+  func wait(for renewals: Int) async {
+    await withCheckedContinuation { continuation in
+      let done = self.count.withValue { count in
+        guard count.renewals < renewals else { return true }
+        count.waiters.append((renewals, continuation))
+        return false
+      }
+      if done { continuation.resume() }
+    }
+  }
+}
