@@ -2,15 +2,21 @@ import PostgresNIO
 import Synchronization
 
 extension PostgresClient {
-  /// Runs `body` on a connection of the pool, failing when none is ready within `wait`.
+  /// Runs `body` on a connection of the pool, failing when none is ready within `wait`, or when
+  /// `body` has not returned within `answerWait` more.
   ///
   /// The pool waits for a connection as long as it takes: while the database is down, every save
   /// would wait until it came back, every request behind those saves with it, and a graceful
-  /// shutdown's last saves too. Bounded, a storage fails fast instead (a 503 with `Retry-After`
-  /// at the edge). Only the wait is bounded: once `body` has a connection it runs to its end, so
-  /// a statement never lands after its caller was told it failed.
+  /// shutdown's last saves too. And a connection whose peer went silent (a failover that moved
+  /// the database's address, a network cut off without a reset) leaves its statement waiting
+  /// until the operating system gives up on it, a quarter of an hour. Bounded, a storage fails
+  /// fast instead (a 503 with `Retry-After` at the edge): a connection that does not answer in
+  /// time is closed, so its statement either ran before the silence or never runs. (One whose
+  /// bytes were still on their way may run when the network heals; every acquisition takes a
+  /// new fencing token, so such a late save changes nothing.)
   func withConnection<Result: Sendable>(
     within wait: Duration,
+    answeringWithin answerWait: Duration? = nil,
     _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
   ) async throws -> Result {
     let race = ConnectionRace()
@@ -19,13 +25,35 @@ extension PostgresClient {
       // server (a save holds the sends of its whole batch); the timer can wait its turn.
       group.addTask(priority: .high) {
         try await self.withConnection { connection in
-          guard race.settle(.connected) else { throw NoConnectionInTime(wait: wait) }
-          return try await body(connection)
+          guard race.connect(connection) else { throw NoConnectionInTime(wait: wait) }
+          let result: Result
+          do {
+            result = try await body(connection)
+          } catch {
+            // NB: the timer closed the connection under the statement: said as what happened.
+            if !race.answered(), let answerWait { throw NoAnswerInTime(wait: answerWait) }
+            throw error
+          }
+          guard race.answered() else {
+            // NB: the timer gave up on it first and closes it: closed here too, before the pool
+            // takes it back, so no other statement is given a connection about to close.
+            try? await connection.close()
+            throw NoAnswerInTime(wait: answerWait ?? wait)
+          }
+          return result
         }
       }
       group.addTask(priority: .low) {
-        try? await Task.sleep(for: wait)
-        if race.settle(.timedOut) { throw NoConnectionInTime(wait: wait) }
+        do { try await Task.sleep(for: wait) } catch { return nil }
+        guard let connection = race.connectionAfterWait() else {
+          throw NoConnectionInTime(wait: wait)
+        }
+        guard let answerWait else { return nil }
+        do { try await Task.sleep(for: answerWait) } catch { return nil }
+        if race.closeIfUnanswered() {
+          try? await connection.close()
+          throw NoAnswerInTime(wait: answerWait)
+        }
         return nil
       }
       while let next = try await group.next() {
@@ -39,24 +67,68 @@ extension PostgresClient {
   }
 }
 
-/// Which came first: a connection, or the end of the wait for one.
+/// What became of a statement's connection: whether one came in time, and whether it answered.
 private final class ConnectionRace: Sendable {
-  enum Outcome: Int { case waiting, connected, timedOut }
-
-  private let outcome = Atomic(Outcome.waiting.rawValue)
-
-  /// Settles the race as `outcome`; `false` when the other side settled it first.
-  func settle(_ outcome: Outcome) -> Bool {
-    self.outcome.compareExchange(
-      expected: Outcome.waiting.rawValue,
-      desired: outcome.rawValue,
-      ordering: .acquiringAndReleasing
-    ).exchanged
+  private enum Phase {
+    case waiting
+    case connected(PostgresConnection)
+    case timedOut
+    case answered
+    case closedSilent
   }
+
+  private let phase = Mutex(Phase.waiting)
+
+  /// The pool gave `connection`: `false` when the wait for it had already ended.
+  func connect(_ connection: PostgresConnection) -> Bool {
+    self.phase.withLock { phase in
+      guard case .waiting = phase else { return false }
+      phase = .connected(connection)
+      return true
+    }
+  }
+
+  /// The wait for a connection ended: the connection, if one came; otherwise the wait timed out.
+  func connectionAfterWait() -> PostgresConnection? {
+    self.phase.withLock { phase in
+      switch phase {
+      case .waiting:
+        phase = .timedOut
+        return nil
+      case .connected(let connection): return connection
+      case .timedOut, .answered, .closedSilent: return nil
+      }
+    }
+  }
+
+  /// The statement returned: `false` when the wait for its answer had already ended.
+  func answered() -> Bool {
+    self.phase.withLock { phase in
+      if case .closedSilent = phase { return false }
+      phase = .answered
+      return true
+    }
+  }
+
+  /// The wait for an answer ended: `true` (the caller then closes the connection) if none came.
+  func closeIfUnanswered() -> Bool {
+    self.phase.withLock { phase in
+      guard case .connected = phase else { return false }
+      phase = .closedSilent
+      return true
+    }
+  }
+
 }
 
 /// No connection of the pool was ready within the storage's wait.
 struct NoConnectionInTime: Error, CustomStringConvertible {
   let wait: Duration
   var description: String { "no connection to the database was ready within \(self.wait)" }
+}
+
+/// A connection's statement had no answer within the storage's wait; the connection was closed.
+struct NoAnswerInTime: Error, CustomStringConvertible {
+  let wait: Duration
+  var description: String { "the database did not answer within \(self.wait)" }
 }

@@ -63,6 +63,12 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
   /// open transaction fails that key's sends, and the saves it was batched with once, instead of
   /// holding every save behind it.
   public let lockWait: Duration
+  /// How long a statement waits for the database's answer, once it has a connection, before the
+  /// storage closes that connection and fails it
+  /// (``PostgresSessionStorageError/databaseUnavailable(_:)``): a database whose address moved
+  /// in a failover, or a network that went silent without a reset, fails the sends waiting on it
+  /// instead of holding them until the operating system gives up on the connection.
+  public let answerWait: Duration
   private let migrate: (@Sendable (StoredState) throws -> State)?
   private let client: PostgresClient
   let table: String
@@ -82,6 +88,9 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
   ///     fails.
   ///   - lockWait: How long a statement waits for a lock before it fails (at least a
   ///     millisecond).
+  ///   - answerWait: How long a statement waits for the database's answer before its connection
+  ///     is closed and it fails; at least a second more than `lockWait`. Raise it for states
+  ///     whose batches take longer to write.
   ///   - logger: Where the storage's queries log; none by default.
   ///   - migrate: Turns a state stored at an older version into the current one; `nil` refuses
   ///     older states.
@@ -95,6 +104,7 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     concurrentSaves: Int = 2,
     connectionWait: Duration = .seconds(5),
     lockWait: Duration = .seconds(5),
+    answerWait: Duration = .seconds(15),
     logger: Logger = Logger(
       label: "unidirectional.postgres",
       factory: { _ in SwiftLogNoOpLogHandler() }
@@ -117,6 +127,7 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     self.concurrentSaves = concurrentSaves
     self.connectionWait = connectionWait
     self.lockWait = max(lockWait, .milliseconds(1))
+    self.answerWait = max(answerWait, self.lockWait + .seconds(1))
     self.migrate = migrate
     self.logger = logger
     try await self.createOrCheckSchema()
@@ -199,7 +210,10 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
   @discardableResult
   func query(_ query: PostgresQuery) async throws -> [PostgresRow] {
     let logger = self.logger
-    return try await self.client.withConnection(within: self.connectionWait) { connection in
+    return try await self.client.withConnection(
+      within: self.connectionWait,
+      answeringWithin: self.answerWait
+    ) { connection in
       try await connection.query(query, logger: logger).collect()
     }
   }
@@ -263,7 +277,10 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
 
   /// Takes `key`'s lease for `owner` (free, expired or already `owner`'s) and loads its state.
   ///
-  /// One statement; a state that cannot be read gives the lease back.
+  /// One statement; a state that cannot be read gives the lease back. Every acquisition takes a
+  /// new fencing token, the owner's own too: a save of its earlier activation that was given up
+  /// on (no answer in time) but reaches the database later is refused, not written over what
+  /// this activation saves.
   public func acquire(
     _ key: Key,
     owner: String,
@@ -279,8 +296,7 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
         SELECT \(text), \(owner), \(address), now() + \(lease) * interval '1 millisecond', 1
         FROM (SELECT \(unescaped: self.lockWaitSetting)) AS settings
         ON CONFLICT (key) DO UPDATE SET
-          token = CASE WHEN t.owner = excluded.owner AND t.lease_expires_at > now()
-            THEN t.token ELSE t.token + 1 END,
+          token = t.token + 1,
           owner = excluded.owner,
           owner_address = excluded.owner_address,
           lease_expires_at = excluded.lease_expires_at
