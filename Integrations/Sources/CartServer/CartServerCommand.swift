@@ -19,12 +19,15 @@ struct CartServerCommand {
         print(report)
         exit(report.lost == 0 ? 0 : 1)
       }
-      let options = try parseServe(arguments)
+      let options = try parseServe(
+        arguments,
+        environment: ProcessInfo.processInfo.environment
+      )
       LoggingSystem.bootstrap(StreamLogHandler.standardError)
       let metrics = PrometheusCollectorRegistry()
       MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: metrics))
       var logger = Logger(label: "cart-server")
-      logger.logLevel = .notice
+      logger.logLevel = options.logLevel
       try await serve(options, logger: logger, metrics: metrics)
       exit(0)
     } catch {
@@ -33,8 +36,16 @@ struct CartServerCommand {
     }
   }
 
-  static func parseServe(_ arguments: [String]) throws -> ServeOptions {
+  /// The server's options from its arguments; `LOG_LEVEL` in `environment` sets the log level
+  /// unless `--log-level` does.
+  static func parseServe(
+    _ arguments: [String],
+    environment: [String: String] = [:]
+  ) throws -> ServeOptions {
     var options = ServeOptions()
+    if let level = environment["LOG_LEVEL"] {
+      options.logLevel = try logLevel(level, "LOG_LEVEL")
+    }
     var rest = arguments[...]
     while let flag = rest.popFirst() {
       guard let value = rest.popFirst() else { throw UsageError("\(flag) needs a value") }
@@ -51,6 +62,7 @@ struct CartServerCommand {
         }
         options.connectionIdleSeconds = seconds
       case "--table": options.table = value
+      case "--log-level": options.logLevel = try logLevel(value, flag)
       case "--advertise":
         guard let url = URL(string: value), ["http", "https"].contains(url.scheme), url.host != nil
         else {
@@ -63,7 +75,7 @@ struct CartServerCommand {
           unknown option '\(flag)'. Usage: cart-server [--host 127.0.0.1] [--port 8080] \
           [--storage sqlite:PATH | postgres://USER@HOST:PORT/DB | memory] [--owner NAME] \
           [--lease-seconds N] [--advertise URL] [--idle-seconds N] \
-          [--connection-idle-seconds N] [--table NAME]; cart-server load --url URL [--url URL ...] \
+          [--connection-idle-seconds N] [--table NAME] [--log-level LEVEL]; cart-server load --url URL [--url URL ...] \
           [--clients 64] [--seconds 10] [--customers 1000]
           """
         )
@@ -95,6 +107,14 @@ struct CartServerCommand {
     }
     if !urls.isEmpty { options.urls = urls }
     return options
+  }
+
+  static func logLevel(_ text: String, _ flag: String) throws -> Logger.Level {
+    guard let level = Logger.Level(rawValue: text.lowercased()) else {
+      let levels = Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")
+      throw UsageError("\(flag) takes one of \(levels), not '\(text)'")
+    }
+    return level
   }
 
   static func number(_ text: String, _ flag: String) throws -> Int {

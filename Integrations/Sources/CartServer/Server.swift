@@ -77,6 +77,9 @@ struct ServeOptions: Sendable {
   var connectionIdleSeconds = 60.0
   /// The table (SQLite or Postgres) carts are kept in.
   var table = "carts"
+  /// The least severe log lines written (`--log-level`, or `LOG_LEVEL`): `debug` during an
+  /// incident shows each action and effect of each cart.
+  var logLevel = Logger.Level.notice
   /// How the other instances reach this one (default `http://HOST:PORT`).
   var advertise: String?
   /// Names this run when it listens on any free port (see ``ownerName``).

@@ -23,6 +23,21 @@ import Testing
     )
   }
 
+  @Test func theLogLevelComesFromItsFlagOrTheEnvironment() throws {
+    #expect(try CartServerCommand.parseServe([]).logLevel == .notice)
+    #expect(try CartServerCommand.parseServe(["--log-level", "debug"]).logLevel == .debug)
+    let environment = ["LOG_LEVEL": "TRACE"]
+    #expect(try CartServerCommand.parseServe([], environment: environment).logLevel == .trace)
+    let both = try CartServerCommand.parseServe(["--log-level", "error"], environment: environment)
+    #expect(both.logLevel == .error)
+    for (arguments, environment) in [(["--log-level", "loud"], [:]), ([], ["LOG_LEVEL": ""])] {
+      let error = #expect(throws: UsageError.self) {
+        _ = try CartServerCommand.parseServe(arguments, environment: environment)
+      }
+      #expect(error?.description.contains("trace, debug, info") == true)
+    }
+  }
+
   @Test func withNoOwnerGivenTwoServersOnOneMachineAreTwoOwnersAndARestartIsTheSame() throws {
     let a = try CartServerCommand.parseServe(["--port", "9001"])
     let b = try CartServerCommand.parseServe(["--port", "9002"])
