@@ -45,22 +45,23 @@ extension StoreRegistry {
   func renewLeases() async {
     guard let storage = self.storage else { return }
     let asked = self.sessionClock.host.nowNanoseconds
-    let entries = self.guarded.withLock { guarded in
-      guarded.entries.values.filter { entry in
-        if case .activating = entry.phase { return false }
-        return true
+    let held = self.guarded.withLock { guarded in
+      guarded.entries.values.compactMap { entry -> (Entry, SessionLease<Key>)? in
+        if case .activating = entry.phase { return nil }
+        return (entry, SessionLease(key: entry.key, token: entry.token))
       }
     }
-    guard !entries.isEmpty else { return }
-    let leases = entries.map { SessionLease(key: $0.key, token: $0.token) }
+    guard !held.isEmpty else { return }
+    let leases = held.map(\.1)
     guard let lost = try? await storage.renew(leases, owner: self.owner) else { return }
     let lostKeys = Set(lost)
     let heldUntil = asked + self.leaseCountedOn(storage)
-    for entry in entries where !lostKeys.contains(entry.key) {
-      entry.leaseHeldUntil.store(heldUntil, ordering: .relaxed)
-    }
-    for entry in entries where lostKeys.contains(entry.key) {
-      self.saveFailed(entry.key, token: entry.token, .ownershipLost(currentOwner: nil))
+    for (entry, lease) in held {
+      if lostKeys.contains(lease.key) {
+        self.saveFailed(lease.key, token: lease.token, .ownershipLost(currentOwner: nil))
+      } else {
+        entry.leaseHeldUntil.store(heldUntil, ordering: .relaxed)
+      }
     }
   }
 
@@ -82,7 +83,8 @@ extension StoreRegistry {
   func leaseIsHeld(_ entry: Entry) -> Bool {
     let now = self.sessionClock.host.nowNanoseconds
     guard now >= entry.leaseHeldUntil.load(ordering: .relaxed) else { return true }
-    self.saveFailed(entry.key, token: entry.token, .ownershipLost(currentOwner: nil))
+    let token = self.guarded.withLock { _ in entry.token }
+    self.saveFailed(entry.key, token: token, .ownershipLost(currentOwner: nil))
     return false
   }
 }
