@@ -47,6 +47,7 @@ let maximumBodySize = 64 * 1024
 func makeRouter(
   carts: Carts,
   forwarding: HTTPClient? = nil,
+  forwardingTimeout: Duration = .seconds(30),
   metrics: PrometheusCollectorRegistry? = nil
 ) -> Router<BasicRequestContext> {
   let router = Router()
@@ -61,7 +62,13 @@ func makeRouter(
     }
   }
   if let forwarding {
-    router.add(middleware: ForwardingMiddleware(registry: carts, client: forwarding))
+    router.add(
+      middleware: ForwardingMiddleware(
+        registry: carts,
+        client: forwarding,
+        timeout: forwardingTimeout
+      )
+    )
   }
   router.get("/health") { _, _ in "ok" }
   // NB: balancers' health checks often ask with HEAD, which Hummingbird does not route to GET.

@@ -30,6 +30,9 @@ import Unidirectional
 /// - An owner that cannot be reached is noted as such for what its lease had left, so the next
 ///   requests for its keys do not try it again; they are answered 503 with `Retry-After` (those
 ///   seconds). Once its lease expires, the instance a request reaches takes the key over.
+/// - An owner is waited for at most until its lease runs out, and a second more: one that has
+///   not answered by then is not renewing its leases either (a paused or hung process, whose
+///   connections the kernel still accepts), and the next request takes the key over.
 /// - Bodies are buffered (up to `maximumBodySize`) so that they can be sent again.
 public struct ForwardingMiddleware<Context: RequestContext>: RouterMiddleware {
   /// The header a forwarded request carries (its value: the forwarding instance's address).
@@ -41,7 +44,7 @@ public struct ForwardingMiddleware<Context: RequestContext>: RouterMiddleware {
   private let address: @Sendable () -> String?
   private let unreachable: UnreachableOwners
   private let maximumBodySize: Int
-  private let timeout: TimeAmount
+  private let timeout: Duration
   private let forwarded: Counter
 
   /// Forwards the requests of `registry`'s sessions.
@@ -52,8 +55,9 @@ public struct ForwardingMiddleware<Context: RequestContext>: RouterMiddleware {
   ///   - client: The HTTP client forwarded requests go through (one, shared, with a bounded
   ///     connection pool).
   ///   - maximumBodySize: The largest body buffered (a larger one is answered 413).
-  ///   - timeout: How long a forwarded request may wait for the owner's response to begin; a
-  ///     streamed body (an SSE stream) then runs as long as the owner sends it.
+  ///   - timeout: How long a forwarded request may wait for the owner's response to begin (less
+  ///     when the owner's lease runs out sooner); a streamed body (an SSE stream) then runs as
+  ///     long as the owner sends it.
   ///   - metricsFactory: Where `unidirectional_forwarded_requests_total` goes.
   public init<R: Reducer & SendableMetatype>(
     registry: StoreRegistry<String, R>,
@@ -72,8 +76,7 @@ public struct ForwardingMiddleware<Context: RequestContext>: RouterMiddleware {
     self.address = { registry.advertisedAddress }
     self.unreachable = UnreachableOwners()
     self.maximumBodySize = maximumBodySize
-    let (seconds, attoseconds) = timeout.components
-    self.timeout = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    self.timeout = timeout
   }
 
   /// Runs the route; forwards its request when the session is another instance's.
@@ -122,13 +125,14 @@ public struct ForwardingMiddleware<Context: RequestContext>: RouterMiddleware {
     let body = try await request.body.collect(upTo: self.maximumBodySize)
     if body.readableBytes > 0 { outbound.body = .bytes(body) }
     self.forwarded.increment()
+    let started = ContinuousClock.now
     let response: HTTPClientResponse
     do {
-      response = try await self.client.execute(outbound, timeout: self.timeout)
+      response = try await self.client.execute(outbound, timeout: self.wait(for: owner))
     } catch {
       // NB: noted once for the rest of the owner's lease, so a dead owner costs one failed
       // connection, not one per request; the key's owner is learned afresh on the next request.
-      let left = owner.leaseLeft ?? .seconds(1)
+      let left = owner.leaseLeft.map { $0 - started.duration(to: .now) } ?? .seconds(1)
       self.unreachable.note(owner, at: address, for: left)
       self.forget(key)
       context.logger.warning(
@@ -150,6 +154,16 @@ public struct ForwardingMiddleware<Context: RequestContext>: RouterMiddleware {
       headers: headers,
       body: ResponseBody(asyncSequence: response.body.cancelOnGracefulShutdown())
     )
+  }
+}
+
+extension ForwardingMiddleware {
+  /// How long to wait for `owner`'s answer to begin: the middleware's timeout, or until the
+  /// owner's lease runs out and a second more, whichever is sooner.
+  func wait(for owner: SessionOwner) -> TimeAmount {
+    let wait = owner.leaseLeft.map { min(self.timeout, max($0, .zero) + .seconds(1)) }
+    let (seconds, attoseconds) = (wait ?? self.timeout).components
+    return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
   }
 }
 
