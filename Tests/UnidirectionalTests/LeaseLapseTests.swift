@@ -72,12 +72,40 @@ import Unidirectional
     await a.shutdown(gracePeriod: .seconds(1))
   }
 
+  @Test func aFailedRenewalDiscardsTheStoresWhoseLeasesRanOutSoTheirStreamsEnd() async throws {
+    let time = TestClock()
+    let storage = InMemorySessionStorage<String, SessionLedger.State>(
+      clock: time,
+      leaseDuration: .seconds(10)
+    )
+    let (passivations, passivated) = AsyncStream.makeStream(of: PassivationReason.self)
+    let a = Self.registry(
+      "node-a",
+      RenewalsFail(base: storage),
+      time,
+      observer: PassivationsHeard(continuation: passivated)
+    )
+    try await a.send(.append(1), to: "alice")
+    let store = try #require(await a.liveStore(for: "alice"))
+    var states = store.states.makeAsyncIterator()
+    #expect(await states.next()?.applied == [1])
+    // Renewals at 3.3 s and 6.7 s fail, the lease still counted on; the one at 10 s fails past
+    // 9 s, and the store is discarded with no read to find it.
+    await time.advance(by: .seconds(10))
+    var reasons = passivations.makeAsyncIterator()
+    #expect(await reasons.next() == .discarded)
+    #expect(await states.next() == nil)
+    #expect(await a.liveStore(for: "alice") == nil)
+    await a.shutdown(gracePeriod: .seconds(1))
+  }
+
   private static func registry(
     _ owner: String,
     _ storage: some SessionStorage<String, SessionLedger.State>,
-    _ time: TestClock
+    _ time: TestClock,
+    observer: (any SessionRegistryObserver)? = nil
   ) -> StoreRegistry<String, SessionLedger> {
-    StoreRegistry(storage: storage, owner: owner, clock: time) { key in
+    StoreRegistry(storage: storage, owner: owner, clock: time, registryObserver: observer) { key in
       SessionLedger.State(key: key)
     } reducer: {
       SessionLedger(clock: ContinuousClock(), gate: Gate())
@@ -86,6 +114,15 @@ import Unidirectional
 }
 
 private struct Unreachable: Error {}
+
+/// Hears each passivation's reason.
+private struct PassivationsHeard: SessionRegistryObserver {
+  let continuation: AsyncStream<PassivationReason>.Continuation
+
+  func sessionPassivated(key: String, reason: PassivationReason) {
+    self.continuation.yield(reason)
+  }
+}
 
 /// A storage whose renewals fail.
 private struct RenewalsFail: PassThroughStorage {

@@ -53,7 +53,16 @@ extension StoreRegistry {
     }
     guard !held.isEmpty else { return }
     let leases = held.map(\.1)
-    guard let lost = try? await storage.renew(leases, owner: self.owner) else { return }
+    guard let lost = try? await storage.renew(leases, owner: self.owner) else {
+      // NB: storage did not answer: a lease whose time has run out may be another instance's
+      // by now. Its store is discarded without waiting for a read, so a stream of its states
+      // ends and its reader reconnects where the key lives.
+      let now = self.sessionClock.host.nowNanoseconds
+      for (entry, lease) in held where now >= entry.leaseHeldUntil.load(ordering: .relaxed) {
+        self.saveFailed(lease.key, token: lease.token, .ownershipLost(currentOwner: nil))
+      }
+      return
+    }
     let lostKeys = Set(lost)
     let heldUntil = asked + self.leaseCountedOn(storage)
     for (entry, lease) in held {
