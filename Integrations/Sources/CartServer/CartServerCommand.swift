@@ -51,11 +51,11 @@ struct CartServerCommand {
       guard let value = rest.popFirst() else { throw UsageError("\(flag) needs a value") }
       switch flag {
       case "--host": options.host = value
-      case "--port": options.port = try number(value, flag)
+      case "--port": options.port = try number(value, flag, in: 0...65_535)
       case "--storage": options.storage = try StorageChoice(parsing: value)
       case "--owner": options.owner = value
-      case "--lease-seconds": options.leaseSeconds = try number(value, flag)
-      case "--idle-seconds": options.idleSeconds = try number(value, flag)
+      case "--lease-seconds": options.leaseSeconds = try number(value, flag, in: 1...86_400)
+      case "--idle-seconds": options.idleSeconds = try number(value, flag, in: 1...31_536_000)
       case "--connection-idle-seconds":
         guard let seconds = Double(value), seconds > 0, seconds <= 86_400 else {
           throw UsageError("\(flag) takes a number of seconds above 0, not '\(value)'")
@@ -96,14 +96,11 @@ struct CartServerCommand {
           throw UsageError("--url takes an address like http://127.0.0.1:8080, not '\(value)'")
         }
         urls.append(value)
-      case "--clients": options.clients = try number(value, flag)
-      case "--seconds": options.seconds = try number(value, flag)
-      case "--customers": options.customers = try number(value, flag)
+      case "--clients": options.clients = try number(value, flag, in: 1...10_000)
+      case "--seconds": options.seconds = try number(value, flag, in: 1...86_400)
+      case "--customers": options.customers = try number(value, flag, in: 1...100_000_000)
       default: throw UsageError("unknown load option '\(flag)'")
       }
-    }
-    guard options.clients >= 1, options.seconds >= 1, options.customers >= 1 else {
-      throw UsageError("--clients, --seconds and --customers must be at least 1")
     }
     if !urls.isEmpty { options.urls = urls }
     return options
@@ -120,6 +117,16 @@ struct CartServerCommand {
   static func number(_ text: String, _ flag: String) throws -> Int {
     guard let value = Int(text), value >= 0 else {
       throw UsageError("\(flag) takes a whole number, not '\(text)'")
+    }
+    return value
+  }
+
+  /// A whole number in `range` (a port a socket can take, a lease the storage can count).
+  static func number(_ text: String, _ flag: String, in range: ClosedRange<Int>) throws -> Int {
+    guard let value = Int(text), range.contains(value) else {
+      throw UsageError(
+        "\(flag) takes a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'"
+      )
     }
     return value
   }

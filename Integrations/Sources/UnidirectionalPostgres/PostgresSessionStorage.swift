@@ -120,6 +120,9 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     guard concurrentSaves >= 1 else {
       throw PostgresSessionStorageError.invalidConcurrentSaves(concurrentSaves)
     }
+    guard leaseDuration > .zero else {
+      throw PostgresSessionStorageError.invalidLeaseDuration(leaseDuration)
+    }
     self.client = client
     self.table = table
     self.leaseDuration = leaseDuration

@@ -6,6 +6,8 @@ public enum PostgresSessionStorageError: Error, CustomStringConvertible {
   case invalidStateVersion(Int)
   /// Fewer than one save in flight.
   case invalidConcurrentSaves(Int)
+  /// A lease duration that is not positive.
+  case invalidLeaseDuration(Duration)
   /// The database could not be reached, or a statement failed.
   case databaseUnavailable(String)
   /// The table exists with other columns.
@@ -26,6 +28,8 @@ public enum PostgresSessionStorageError: Error, CustomStringConvertible {
       "the state version must be at least 1, not \(version)"
     case .invalidConcurrentSaves(let count):
       "concurrentSaves must be at least 1, not \(count)"
+    case .invalidLeaseDuration(let duration):
+      "the lease duration must be positive, not \(duration)"
     case .databaseUnavailable(let reason):
       "the PostgreSQL database failed: \(reason)"
     case .schemaMismatch(let table, let expected, let found):

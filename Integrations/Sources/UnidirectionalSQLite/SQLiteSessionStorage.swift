@@ -80,6 +80,9 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
     guard stateVersion >= 1 else {
       throw SQLiteSessionStorageError.invalidStateVersion(stateVersion)
     }
+    guard leaseDuration > .zero else {
+      throw SQLiteSessionStorageError.invalidLeaseDuration(leaseDuration)
+    }
     self.path = path
     self.table = table
     self.leaseDuration = leaseDuration
@@ -510,6 +513,8 @@ public enum SQLiteSessionStorageError: Error, CustomStringConvertible {
   case invalidTable(String)
   /// A state version below 1.
   case invalidStateVersion(Int)
+  /// A lease duration that is not positive.
+  case invalidLeaseDuration(Duration)
   /// The database file could not be opened or set up.
   case cannotOpen(path: String, underlying: String)
   /// The table exists with other columns.
@@ -526,6 +531,8 @@ public enum SQLiteSessionStorageError: Error, CustomStringConvertible {
       "'\(table)' is not a valid table name (letters, digits and '_', at most 63)"
     case .invalidStateVersion(let version):
       "the state version must be at least 1, not \(version)"
+    case .invalidLeaseDuration(let duration):
+      "the lease duration must be positive, not \(duration)"
     case .cannotOpen(let path, let underlying):
       "cannot open the SQLite database at '\(path)': \(underlying)"
     case .schemaMismatch(let table, let expected, let found):

@@ -58,6 +58,14 @@ import Testing
       (["--advertise", "http://"], "--advertise"),
       (["--port", "-1"], "--port"),
       (["--port", "eighty"], "--port"),
+      // Each of these trapped, spun or listened elsewhere: a port a socket cannot take (70000
+      // listened on 4464), a lease of 0 (renewals in a loop with no pause), an idle timeout of 0
+      // or one past what a timer can count.
+      (["--port", "70000"], "--port"),
+      (["--lease-seconds", "0"], "--lease-seconds"),
+      (["--lease-seconds", "9223372036854775807"], "--lease-seconds"),
+      (["--idle-seconds", "0"], "--idle-seconds"),
+      (["--idle-seconds", "9223372036854775807"], "--idle-seconds"),
       (["--storage", "mysql://x"], "--storage"),
       (["--storage", "sqlite:"], "--storage"),
       (["--port"], "--port"),
@@ -86,7 +94,11 @@ import Testing
     ])
     #expect(many.urls == ["http://127.0.0.1:8001", "http://127.0.0.1:8002"])
     #expect(many.clients == 4)
-    for arguments in [["--url", "nowhere"], ["--clients", "0"], ["--seconds", "x"], ["--url"]] {
+    let bad = [
+      ["--url", "nowhere"], ["--clients", "0"], ["--seconds", "x"], ["--url"],
+      ["--clients", "10000000"], ["--customers", "0"], ["--seconds", "99999999999"],
+    ]
+    for arguments in bad {
       #expect(throws: UsageError.self, "\(arguments)") {
         try CartServerCommand.parseLoad(arguments)
       }

@@ -99,6 +99,23 @@ func checkStorageContract(
       _ = try await PostgresSessionStorage<String, Cart.State>(client: client, concurrentSaves: 0)
     }
     #expect(error?.description == "concurrentSaves must be at least 1, not 0")
+    // A lease of no time would have its renewals run in a loop with no pause.
+    let lease = await #expect(throws: PostgresSessionStorageError.self) {
+      _ = try await PostgresSessionStorage<String, Cart.State>(client: client, leaseDuration: .zero)
+    }
+    #expect(lease?.description == "the lease duration must be positive, not 0.0 seconds")
+  }
+
+  @Test func anSQLiteStorageRefusesALeaseOfNoTimeBeforeItOpensTheFile() async throws {
+    let path = "/nonexistent-\(UInt32.random(in: 0...UInt32.max))/carts.sqlite"
+    let error = await #expect(throws: SQLiteSessionStorageError.self) {
+      _ = try await SQLiteSessionStorage<String, Cart.State>(
+        path: path,
+        leaseDuration: .seconds(-1)
+      )
+    }
+    #expect(error?.description == "the lease duration must be positive, not -1.0 seconds")
+    #expect(!FileManager.default.fileExists(atPath: path))
   }
 }
 
