@@ -5,7 +5,10 @@ extension StoreRegistry {
   ///
   /// With storage, a key never saved reads as its initial state without activating, and a key
   /// whose activation fails in storage (a full disk refuses the lease's write) reads as storage
-  /// holds it, its last acknowledged state.
+  /// holds it, its last acknowledged state. A live key's store is read only while its lease is
+  /// known to be held: one this instance could not renew in time (storage out of reach, a paused
+  /// process) is discarded and the key activated again, from storage, so the read never answers
+  /// a state another instance may have moved on from.
   ///
   /// Reading reduces no action: it neither restarts the idle period nor makes the key the most
   /// recently used (activating it does both).
@@ -14,12 +17,7 @@ extension StoreRegistry {
   /// - Returns: The state, as of the last action reduced.
   /// - Throws: ``SessionError``.
   ///
-  /// NB: a live key's read specialized in the caller's module, as the sends'.
-  ///
-  /// With storage, a live key's store is read only while its lease is known to be held: one
-  /// this instance could not renew before it expired (storage out of reach, a paused process) is
-  /// discarded and the key activated again, from storage, so the read never answers a state
-  /// another instance may have moved on from.
+  /// NB: a live key's read without storage specialized in the caller's module, as the sends'.
   @inlinable
   public func state(of key: Key) async throws -> State {
     if self.storage == nil, let store = self.guarded.withLockInlined({ $0.liveStores[key] }) {
