@@ -45,8 +45,11 @@ extension PostgresClient {
       }
       group.addTask(priority: .low) {
         do { try await Task.sleep(for: wait) } catch { return nil }
-        guard let connection = race.connectionAfterWait() else {
-          throw NoConnectionInTime(wait: wait)
+        let connection: PostgresConnection
+        switch race.waitEnded() {
+        case .timedOut: throw NoConnectionInTime(wait: wait)
+        case .answered: return nil
+        case .connected(let connected): connection = connected
         }
         guard let answerWait else { return nil }
         do { try await Task.sleep(for: answerWait) } catch { return nil }
@@ -88,15 +91,25 @@ private final class ConnectionRace: Sendable {
     }
   }
 
-  /// The wait for a connection ended: the connection, if one came; otherwise the wait timed out.
-  func connectionAfterWait() -> PostgresConnection? {
+  /// What the end of the wait for a connection found.
+  enum AfterWait {
+    /// No connection came: the wait timed out.
+    case timedOut
+    /// A connection came, and its statement has not returned.
+    case connected(PostgresConnection)
+    /// The statement has already returned.
+    case answered
+  }
+
+  /// The wait for a connection ended: settles it as timed out if no connection came.
+  func waitEnded() -> AfterWait {
     self.phase.withLock { phase in
       switch phase {
       case .waiting:
         phase = .timedOut
-        return nil
-      case .connected(let connection): return connection
-      case .timedOut, .answered, .closedSilent: return nil
+        return .timedOut
+      case .connected(let connection): return .connected(connection)
+      case .timedOut, .answered, .closedSilent: return .answered
       }
     }
   }
