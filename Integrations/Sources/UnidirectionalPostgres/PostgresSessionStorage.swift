@@ -15,7 +15,11 @@ import Unidirectional
 ///   keys), and the lease: its owner, its expiry and its fencing token.
 /// - Lease times are the database server's (`now()`), so instances on different machines agree.
 /// - A save checks the token in the same statement that writes (`UPDATE … WHERE token = …`): a
-///   stale owner can never overwrite. A batch of saves is one statement.
+///   stale owner can never overwrite. A batch of saves is one statement. Every acquisition takes
+///   a new token, so a save of an earlier activation that lands late is refused too.
+/// - No call waits without end: for a connection at most ``connectionWait``, for a lock at most
+///   ``lockWait``, and for the database's answer at most ``answerWait`` (then the connection is
+///   closed); each fails as ``PostgresSessionStorageError/databaseUnavailable(_:)``.
 /// - The table is created at start, or upgraded in place from an earlier release's, under an
 ///   advisory lock (instances starting together on a new database all start), then checked: a
 ///   table with other columns is refused, naming the difference.
