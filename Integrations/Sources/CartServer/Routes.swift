@@ -50,7 +50,9 @@ func makeRouter(
   forwardingTimeout: Duration = .seconds(30),
   metrics: PrometheusCollectorRegistry? = nil
 ) -> Router<BasicRequestContext> {
-  let router = Router()
+  // NB: HEAD is answered wherever GET is, as HTTP asks of a server (balancers' health checks
+  // use it); Hummingbird routes it only when told to.
+  let router = Router(options: .autoGenerateHeadEndpoints)
   router.add(middleware: JSONErrorMiddleware())
   if let metrics {
     router.get("/metrics") { _, _ -> Response in
@@ -71,8 +73,6 @@ func makeRouter(
     )
   }
   router.get("/health") { _, _ in "ok" }
-  // NB: balancers' health checks often ask with HEAD, which Hummingbird does not route to GET.
-  router.head("/health") { _, _ in HTTPResponse.Status.ok }
   router.post("/carts/:customer/items") { request, context -> Response in
     let customer = try identifier(context, "customer")
     let idempotencyKey = try idempotencyKey(of: request)

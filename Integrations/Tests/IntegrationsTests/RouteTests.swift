@@ -70,6 +70,16 @@ func decodeCart(_ buffer: ByteBuffer) throws -> Cart.State {
         let cart = try decodeCart(response.body)
         #expect(cart == Cart.State(customer: "nobody"))
       }
+      // HEAD wherever GET is: the status and headers, no body.
+      try await client.execute(uri: "/carts/alice", method: .head) { response in
+        #expect(response.status == .ok)
+        #expect(response.headers[.contentType] == "application/json")
+        #expect(response.body.readableBytes == 0)
+      }
+      try await client.execute(uri: "/carts/%ff", method: .head) { response in
+        #expect(response.status == .badRequest)
+        #expect(response.body.readableBytes == 0)
+      }
     }
     await carts.shutdown(gracePeriod: .seconds(1))
   }
