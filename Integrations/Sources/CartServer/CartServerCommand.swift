@@ -114,13 +114,6 @@ struct CartServerCommand {
     return level
   }
 
-  static func number(_ text: String, _ flag: String) throws -> Int {
-    guard let value = Int(text), value >= 0 else {
-      throw UsageError("\(flag) takes a whole number, not '\(text)'")
-    }
-    return value
-  }
-
   /// A whole number in `range` (a port a socket can take, a lease the storage can count).
   static func number(_ text: String, _ flag: String, in range: ClosedRange<Int>) throws -> Int {
     guard let value = Int(text), range.contains(value) else {
