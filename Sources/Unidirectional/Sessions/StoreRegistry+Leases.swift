@@ -57,10 +57,7 @@ extension StoreRegistry {
       // NB: storage did not answer: a lease whose time has run out may be another instance's
       // by now. Its store is discarded without waiting for a read, so a stream of its states
       // ends and its reader reconnects where the key lives.
-      let now = self.sessionClock.host.nowNanoseconds
-      for (entry, lease) in held where now >= entry.leaseHeldUntil.load(ordering: .relaxed) {
-        self.saveFailed(lease.key, token: lease.token, .ownershipLost(currentOwner: nil))
-      }
+      for (entry, _) in held { _ = self.leaseIsHeld(entry) }
       return
     }
     let lostKeys = Set(lost)
