@@ -74,10 +74,8 @@ where R.State: Sendable {
   /// and re-armed lazily (an action does not touch the queue; a timer that fires early re-arms for
   /// the rest of the idle period). A separate timer object, its closure and the weak references
   /// it held were a large share of every session's bytes (the bytes-per-session row).
-  // Safety: `phase`, `token`, `waiters`, `ownershipWasLost`, `saveFailed`, `isErasing`,
-  // `idempotentSends`, `isIdleTimerArmed`, `savesInProgress` and `drainWaiters` are read and
-  // written only under the registry's lock; the timer's fields as `TimerEntry` says;
-  // `leaseHeldUntil` is atomic; the rest is immutable (`registry` is written once, in `init`).
+  // Safety: every stored `var` but `registry` (written once, in `init`) is read and written only
+  // under the registry's lock, the timer's fields as `TimerEntry` says; `leaseHeldUntil` is atomic.
   @usableFromInline final class Entry: TimerEntry, @unchecked Sendable {
     enum Phase {
       /// Loading its state (with storage) and making its store.
