@@ -1,15 +1,14 @@
 import Testing
 import Unidirectional
 
+private typealias LedgerStorage = InMemorySessionStorage<String, SessionLedger.State>
+
 /// An instance that cannot renew its leases stops reading its stores' states once its leases may
 /// have expired: another instance may own those keys by then.
 @Suite(.timeLimit(.minutes(1))) struct LeaseLapseTests {
   @Test func aStoreWhoseLeaseCouldNotBeRenewedIsNotReadOnceTheLeaseMayHaveExpired() async throws {
     let time = TestClock()
-    let storage = InMemorySessionStorage<String, SessionLedger.State>(
-      clock: time,
-      leaseDuration: .seconds(10)
-    )
+    let storage = Self.storage(on: time)
     // Node A reaches the database for everything but its renewals (as in a partition that
     // began after it took its leases, or a pause): its leases expire on the storage's time.
     let a = Self.registry("node-a", RenewalsFail(base: storage), time)
@@ -53,10 +52,7 @@ import Unidirectional
 
   @Test func storesWhoseLeasesAreRenewedAreReadPastTheLeasesFirstLength() async throws {
     let time = TestClock()
-    let storage = InMemorySessionStorage<String, SessionLedger.State>(
-      clock: time,
-      leaseDuration: .seconds(10)
-    )
+    let storage = Self.storage(on: time)
     let renewals = RenewalsCounted(base: storage)
     let a = Self.registry("node-a", renewals, time)
     try await a.send(.append(1), to: "alice")
@@ -74,10 +70,7 @@ import Unidirectional
 
   @Test func aFailedRenewalDiscardsTheStoresWhoseLeasesRanOutSoTheirStreamsEnd() async throws {
     let time = TestClock()
-    let storage = InMemorySessionStorage<String, SessionLedger.State>(
-      clock: time,
-      leaseDuration: .seconds(10)
-    )
+    let storage = Self.storage(on: time)
     let (passivations, passivated) = AsyncStream.makeStream(of: PassivationReason.self)
     let a = Self.registry(
       "node-a",
@@ -97,6 +90,11 @@ import Unidirectional
     #expect(await states.next() == nil)
     #expect(await a.liveStore(for: "alice") == nil)
     await a.shutdown(gracePeriod: .seconds(1))
+  }
+
+  /// A database whose leases last 10 s on `time`.
+  private static func storage(on time: TestClock) -> LedgerStorage {
+    InMemorySessionStorage(clock: time, leaseDuration: .seconds(10))
   }
 
   private static func registry(
@@ -126,7 +124,7 @@ private struct PassivationsHeard: SessionRegistryObserver {
 
 /// A storage whose renewals fail.
 private struct RenewalsFail: PassThroughStorage {
-  let base: InMemorySessionStorage<String, SessionLedger.State>
+  let base: LedgerStorage
 
   func renew(_ leases: [SessionLease<String>], owner: String) async throws -> [String] {
     throw Unreachable()
@@ -135,12 +133,12 @@ private struct RenewalsFail: PassThroughStorage {
 
 /// A storage that counts its renewals, for a test to wait for one.
 private final class RenewalsCounted: PassThroughStorage {
-  let base: InMemorySessionStorage<String, SessionLedger.State>
+  let base: LedgerStorage
   private let count = LockIsolated(
     (renewals: 0, waiters: [(Int, CheckedContinuation<Void, Never>)]())
   )
 
-  init(base: InMemorySessionStorage<String, SessionLedger.State>) {
+  init(base: LedgerStorage) {
     self.base = base
   }
 

@@ -119,32 +119,31 @@ private let apple = ByteBuffer(string: #"{"item": "apple", "quantity": 1}"#)
         Cart()
       }
       try await Application(router: makeRouter(carts: carts)).test(.router) { client in
-        if run == 0 {
-          try await client.execute(uri: "/carts/alice/items", method: .post, body: full) {
-            #expect($0.status == .ok)
-          }
-        }
-        try await client.execute(
-          uri: "/carts/alice/items",
-          method: .post,
-          headers: key,
-          body: apple
-        ) { response in
-          #expect(response.status == .badRequest)
-          let message = try errorMessage(response)
-          #expect(message.contains("it has 1000000 of this one"))
-        }
-        if run == 1 {
-          // Room for it now; its retry is still the refusal it was, and a new request applies.
-          try await client.execute(uri: "/carts/alice/items/apple", method: .delete) {
-            #expect($0.status == .ok)
-          }
+        /// The keyed add, refused when the cart was full; each of its retries is that refusal.
+        func refusedAdd() async throws {
           try await client.execute(
             uri: "/carts/alice/items",
             method: .post,
             headers: key,
             body: apple
-          ) { #expect($0.status == .badRequest) }
+          ) { response in
+            #expect(response.status == .badRequest)
+            let message = try errorMessage(response)
+            #expect(message.contains("it has 1000000 of this one"))
+          }
+        }
+        if run == 0 {
+          try await client.execute(uri: "/carts/alice/items", method: .post, body: full) {
+            #expect($0.status == .ok)
+          }
+        }
+        try await refusedAdd()
+        if run == 1 {
+          // Room for it now; its retry is still the refusal it was, and a new request applies.
+          try await client.execute(uri: "/carts/alice/items/apple", method: .delete) {
+            #expect($0.status == .ok)
+          }
+          try await refusedAdd()
           try await client.execute(uri: "/carts/alice/items", method: .post, body: apple) {
             response in
             #expect(response.status == .ok)
