@@ -46,7 +46,7 @@ public struct AnyCasePath<Root, Value>: Sendable {
 struct ActionEmbedding<Parent: Sendable, Child: Sendable>: Sendable {
   @usableFromInline
   enum Path: Sendable {
-    case keyPath(SendableKeyPath<Parent, Child?>)
+    case keyPath(Immutable<WritableKeyPath<Parent, Child?>>)
     case casePath(AnyCasePath<Parent, Child>)
   }
 
@@ -59,7 +59,7 @@ struct ActionEmbedding<Parent: Sendable, Child: Sendable>: Sendable {
 
   @inlinable @inline(__always)
   init(_ keyPath: WritableKeyPath<Parent, Child?>) {
-    self.path = .keyPath(SendableKeyPath(keyPath))
+    self.path = .keyPath(Immutable(keyPath))
   }
 
   /// The child action inside `parent`, if any.
@@ -85,19 +85,5 @@ struct ActionEmbedding<Parent: Sendable, Child: Sendable>: Sendable {
     case .casePath(let casePath):
       return effect.map { casePath.embed($0) }
     }
-  }
-}
-
-/// A key path shared across tasks.
-///
-/// Safety: a key path is an immutable value; the ones this library receives are built from
-/// stored and computed properties (the action key paths of `Scope`, `ifLet`, `forEach` and
-/// `scope`) and capture no mutable state, so reading through one from any thread is safe.
-@usableFromInline struct SendableKeyPath<Root, Value>: @unchecked Sendable {
-  @usableFromInline let value: WritableKeyPath<Root, Value>
-
-  @inlinable
-  init(_ value: WritableKeyPath<Root, Value>) {
-    self.value = value
   }
 }

@@ -36,7 +36,7 @@ extension Reducer {
     Element.Action == ElementAction,
     ElementState.ID: Sendable
   {
-    let path = SendableKeyPath(action)
+    let path = Immutable(action)
     return ForEachReducer(
       parent: self,
       element: element(),

@@ -339,16 +339,6 @@ struct ElementCancelID<ID: Hashable & Sendable>: Hashable, Sendable {
   }
 }
 
-/// A key path as part of a cancellation id (equal key paths name the same child).
-///
-/// Safety: key paths are immutable values (see ``SendableKeyPath``); this one is only hashed
+/// A key path as part of a cancellation id (equal key paths name the same child): only hashed
 /// and compared.
-@usableFromInline
-struct KeyPathID: Hashable, @unchecked Sendable {
-  let keyPath: AnyKeyPath
-
-  @usableFromInline
-  init(_ keyPath: AnyKeyPath) {
-    self.keyPath = keyPath
-  }
-}
+@usableFromInline typealias KeyPathID = Immutable<AnyKeyPath>

@@ -15,7 +15,7 @@
 
   /// The identity of a child state (its `Identifiable` id), as a key of its own.
   init(identity: AnyHashable) {
-    self.init(Identity(value: identity), scope: nil)
+    self.init(Immutable(identity), scope: nil)
   }
 
   @inlinable
@@ -36,14 +36,6 @@
   /// The identifier as the user wrote it, for diagnostics.
   @usableFromInline var description: String {
     self.identity.description
-  }
-
-  /// A child state's identity: only hashed, compared and described, never handed out.
-  // Safety: the `AnyHashable` is never read but to hash, compare and describe it, so sharing
-  // its box is sound even when the id's type is not declared `Sendable`.
-  private struct Identity: Hashable, @unchecked Sendable, CustomStringConvertible {
-    let value: AnyHashable
-    var description: String { "\(self.value.base)" }
   }
 }
 

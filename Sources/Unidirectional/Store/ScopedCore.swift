@@ -81,7 +81,7 @@ final class ScopedCore<
 
   @usableFromInline
   func subscribeToStates() -> StateSubscription<State>? {
-    let path = SendableKeyPath(self.statePath)
+    let path = Immutable(self.statePath)
     return self.root.subscribeToStates()?.map { $0[keyPath: path.value] }
   }
 

@@ -19,6 +19,41 @@ import Testing
     #expect(box.withLock { $0 } == tasks * increments)
   }
 
+  /// `Immutable`: a key path and an `AnyHashable` identity, shared by many tasks at once, read,
+  /// hash, compare and describe the same in each (ThreadSanitizer sees any write).
+  @Test func anImmutableValueReadsTheSameFromEveryTask() async {
+    struct Row: Hashable {
+      var name: String
+      var count: Int
+    }
+    let path = Immutable(\Row.count)
+    let identity = Immutable(AnyHashable(Row(name: "a", count: 1)))
+    let anyPath = Immutable<AnyKeyPath>(\Row.count)
+    let rounds = Int(2_000 * stressScale)
+    let agreeing = await withTaskGroup(of: Int.self) { group in
+      for task in 0..<8 {
+        group.addTask {
+          var agreeing = 0
+          for index in 0..<rounds {
+            var row = Row(name: "\(task)", count: index)
+            row[keyPath: path.value] += 1
+            let same =
+              row.count == index + 1
+              && identity == Immutable(AnyHashable(Row(name: "a", count: 1)))
+              && identity.hashValue == AnyHashable(Row(name: "a", count: 1)).hashValue
+              && anyPath == Immutable<AnyKeyPath>(\Row.count)
+              && anyPath != Immutable<AnyKeyPath>(\Row.name)
+              && identity.description == #"Row(name: "a", count: 1)"#
+            if same { agreeing += 1 }
+          }
+          return agreeing
+        }
+      }
+      return await group.reduce(0, +)
+    }
+    #expect(agreeing == 8 * rounds)
+  }
+
   /// `TaskSlot`: cancellers race effects that are returning.
   ///
   /// A canceller that read a task's handle keeps that task alive until it has cancelled it; the
