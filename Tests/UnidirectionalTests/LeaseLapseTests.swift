@@ -92,6 +92,36 @@ private typealias LedgerStorage = InMemorySessionStorage<String, SessionLedger.S
     await a.shutdown(gracePeriod: .seconds(1))
   }
 
+  @Test func aRenewalStorageNeverAnswersStillEndsTheStreamsOfStoresWhoseLeasesRanOut() async throws
+  {
+    let time = TestClock()
+    let storage = Self.storage(on: time)
+    let (passivations, passivated) = AsyncStream.makeStream(of: PassivationReason.self)
+    let (silence, lifted) = AsyncStream.makeStream(of: Never.self)
+    let a = Self.registry(
+      "node-a",
+      RenewalsUnanswered(base: storage, silence: silence),
+      time,
+      observer: PassivationsHeard(continuation: passivated)
+    )
+    try await a.send(.append(1), to: "alice")
+    let store = try #require(await a.liveStore(for: "alice"))
+    var states = store.states.makeAsyncIterator()
+    #expect(await states.next()?.applied == [1])
+    // The renewal at 3.3 s is never answered (a silent connection); the lease is counted on
+    // until 9 s.
+    await time.advance(by: .seconds(8))
+    #expect(await a.liveStore(for: "alice") === store)
+    // Past it, the store is discarded though the renewal is still out.
+    await time.advance(by: .seconds(2))
+    var reasons = passivations.makeAsyncIterator()
+    #expect(await reasons.next() == .discarded)
+    #expect(await states.next() == nil)
+    #expect(await a.liveStore(for: "alice") == nil)
+    lifted.finish()
+    await a.shutdown(gracePeriod: .seconds(1))
+  }
+
   /// A database whose leases last 10 s on `time`.
   private static func storage(on time: TestClock) -> LedgerStorage {
     InMemorySessionStorage(clock: time, leaseDuration: .seconds(10))
@@ -127,6 +157,18 @@ private struct RenewalsFail: PassThroughStorage {
   let base: LedgerStorage
 
   func renew(_ leases: [SessionLease<String>], owner: String) async throws -> [String] {
+    throw Unreachable()
+  }
+}
+
+/// A storage whose renewals are not answered until `silence` ends (or the renewing task is
+/// cancelled), and then fail.
+private struct RenewalsUnanswered: PassThroughStorage {
+  let base: LedgerStorage
+  let silence: AsyncStream<Never>
+
+  func renew(_ leases: [SessionLease<String>], owner: String) async throws -> [String] {
+    for await _ in self.silence {}
     throw Unreachable()
   }
 }

@@ -41,6 +41,34 @@ extension StoreRegistry {
     _ = start
   }
 
+  /// Sleeps until the earliest lease of a live store may have run out, discards the stores whose
+  /// leases have, and again, until cancelled (the renewal was answered) or no store is live.
+  private func discardStoresAsTheirLeasesLapse() async {
+    guard let storage = self.storage else { return }
+    // NB: a pause between passes, so stores activated one after another while storage is out of
+    // reach do not make a pass over every entry each.
+    let pause = storage.leaseDuration.nanoseconds / 10
+    var passes = 0
+    while !Task.isCancelled {
+      let live = self.guarded.withLock { guarded in
+        guarded.entries.values.filter { entry in
+          if case .live = entry.phase { return true }
+          return false
+        }
+      }
+      guard let earliest = live.map({ $0.leaseHeldUntil.load(ordering: .relaxed) }).min() else {
+        return
+      }
+      let due = earliest - self.sessionClock.host.nowNanoseconds
+      let wait = passes == 0 ? due : max(due, pause)
+      if wait > 0 {
+        do { try await self.clock.sleep(for: .nanoseconds(wait)) } catch { return }
+      }
+      for entry in live { _ = self.leaseIsHeld(entry) }
+      passes += 1
+    }
+  }
+
   /// Renews the leases of every live or passivating key.
   func renewLeases() async {
     guard let storage = self.storage else { return }
@@ -53,6 +81,12 @@ extension StoreRegistry {
     }
     guard !held.isEmpty else { return }
     let leases = held.map(\.1)
+    // NB: a renewal stuck on a database gone silent can take as long as the storage's own
+    // timeouts, longer than a lease; meanwhile, a store whose lease runs out is discarded, so it
+    // does not go on streaming states another instance may have moved on from. Cancelled, not
+    // awaited: the next renewal's wait begins as soon as this one is answered.
+    let watcher = Task { await self.discardStoresAsTheirLeasesLapse() }
+    defer { watcher.cancel() }
     guard let lost = try? await storage.renew(leases, owner: self.owner) else {
       // NB: storage did not answer: a lease whose time has run out may be another instance's
       // by now. Its store is discarded without waiting for a read, so a stream of its states
