@@ -41,30 +41,32 @@ extension StoreRegistry {
     _ = start
   }
 
-  /// Sleeps until the earliest lease of a live store may have run out, discards the stores whose
-  /// leases have, and again, until cancelled (the renewal was answered) or no store is live.
-  private func discardStoresAsTheirLeasesLapse() async {
+  /// Sleeps until the earliest of `entries`' leases may have run out, discards the stores whose
+  /// leases have, and again, until cancelled (the renewal was answered) or none is left to watch.
+  ///
+  /// NB: on the renewal's own list, with no pass over the registry under its lock: only the
+  /// entries whose time is up take the lock, to be discarded.
+  private func discardStoresAsTheirLeasesLapse(_ entries: [Entry]) async {
     guard let storage = self.storage else { return }
-    // NB: a pause between passes, so stores activated one after another while storage is out of
-    // reach do not make a pass over every entry each.
+    // A pause between passes: entries whose leases run out one after another are discarded in
+    // a few passes, not one each.
     let pause = storage.leaseDuration.nanoseconds / 10
+    var watched = entries
     var passes = 0
-    while !Task.isCancelled {
-      let live = self.guarded.withLock { guarded in
-        guarded.entries.values.filter { entry in
-          if case .live = entry.phase { return true }
-          return false
-        }
-      }
-      guard let earliest = live.map({ $0.leaseHeldUntil.load(ordering: .relaxed) }).min() else {
-        return
-      }
+    while !Task.isCancelled,
+      let earliest = watched.lazy.map({ $0.leaseHeldUntil.load(ordering: .relaxed) }).min()
+    {
       let due = earliest - self.sessionClock.host.nowNanoseconds
       let wait = passes == 0 ? due : max(due, pause)
       if wait > 0 {
         do { try await self.clock.sleep(for: .nanoseconds(wait)) } catch { return }
       }
-      for entry in live { _ = self.leaseIsHeld(entry) }
+      let now = self.sessionClock.host.nowNanoseconds
+      watched.removeAll { entry in
+        guard entry.leaseHeldUntil.load(ordering: .relaxed) <= now else { return false }
+        _ = self.leaseIsHeld(entry)
+        return true
+      }
       passes += 1
     }
   }
@@ -85,7 +87,7 @@ extension StoreRegistry {
     // timeouts, longer than a lease; meanwhile, a store whose lease runs out is discarded, so it
     // does not go on streaming states another instance may have moved on from. Cancelled, not
     // awaited: the next renewal's wait begins as soon as this one is answered.
-    let watcher = Task { await self.discardStoresAsTheirLeasesLapse() }
+    let watcher = Task { [held] in await self.discardStoresAsTheirLeasesLapse(held.map(\.0)) }
     defer { watcher.cancel() }
     guard let lost = try? await storage.renew(leases, owner: self.owner) else {
       // NB: storage did not answer: a lease whose time has run out may be another instance's
