@@ -28,13 +28,11 @@ extension StoreRegistry {
     guard let storage = self.storage else { return }
     let start = self.guarded.withLock { guarded -> Bool in
       guard guarded.renewal == nil, !guarded.isShutDown else { return false }
-      guarded.renewal = Task { [weak self, clock] in
-        let interval = storage.leaseDuration / 3
-        while !Task.isCancelled {
-          do { try await clock.sleep(for: interval) } catch { return }
-          guard let self else { return }
-          await self.renewLeases()
-        }
+      let (clock, interval) = (self.clock, storage.leaseDuration / 3)
+      guarded.renewal = renewing(every: interval, on: clock) { [weak self] in
+        guard let self else { return false }
+        await self.renewLeases()
+        return true
       }
       return true
     }
@@ -128,5 +126,34 @@ extension StoreRegistry {
     let token = self.guarded.withLock { _ in entry.token }
     self.saveFailed(entry.key, token: token, .ownershipLost(currentOwner: nil))
     return false
+  }
+}
+
+/// A task that calls `renew` every `interval` on `clock`, the first time one interval from now,
+/// until it returns `false` or the task is cancelled.
+///
+/// At a fixed rate: each tick is due one interval after the one before, not after the renewal
+/// ended, so a tick whose time has passed when it is asked for (a renewal that took longer than
+/// an interval, or a test's clock advanced past it meanwhile) renews at once instead of being
+/// pushed back by an interval. After falling behind by more, it renews once, not once for every
+/// tick missed.
+private func renewing(
+  every interval: Duration,
+  on clock: some Clock<Duration>,
+  _ renew: @escaping @Sendable () async -> Bool
+) -> Task<Void, Never> {
+  // NB: the first deadline is read here, not in the task, which may start after the clock moved.
+  let first = clock.now.advanced(by: interval)
+  return Task {
+    var next = first
+    while !Task.isCancelled {
+      do { try await clock.sleep(until: next, tolerance: nil) } catch { return }
+      guard await renew() else { return }
+      next = next.advanced(by: interval)
+      let behind = next.duration(to: clock.now)
+      if behind > interval {
+        next = next.advanced(by: interval * Int(behind / interval))
+      }
+    }
   }
 }
