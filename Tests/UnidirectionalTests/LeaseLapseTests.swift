@@ -70,18 +70,11 @@ private typealias LedgerStorage = InMemorySessionStorage<String, SessionLedger.S
 
   @Test func aFailedRenewalDiscardsTheStoresWhoseLeasesRanOutSoTheirStreamsEnd() async throws {
     let time = TestClock()
-    let storage = Self.storage(on: time)
-    let (passivations, passivated) = AsyncStream.makeStream(of: PassivationReason.self)
-    let a = Self.registry(
-      "node-a",
-      RenewalsFail(base: storage),
-      time,
-      observer: PassivationsHeard(continuation: passivated)
+    let (a, _, passivations, stream) = try await Self.streamingAlice(
+      { RenewalsFail(base: $0) },
+      time
     )
-    try await a.send(.append(1), to: "alice")
-    let store = try #require(await a.liveStore(for: "alice"))
-    var states = store.states.makeAsyncIterator()
-    #expect(await states.next()?.applied == [1])
+    var states = stream
     // Renewals at 3.3 s and 6.7 s fail, the lease still counted on; the one at 10 s fails past
     // 9 s, and the store is discarded with no read to find it.
     await time.advance(by: .seconds(10))
@@ -95,19 +88,12 @@ private typealias LedgerStorage = InMemorySessionStorage<String, SessionLedger.S
   @Test func aRenewalStorageNeverAnswersStillEndsTheStreamsOfStoresWhoseLeasesRanOut() async throws
   {
     let time = TestClock()
-    let storage = Self.storage(on: time)
-    let (passivations, passivated) = AsyncStream.makeStream(of: PassivationReason.self)
     let (silence, lifted) = AsyncStream.makeStream(of: Never.self)
-    let a = Self.registry(
-      "node-a",
-      RenewalsUnanswered(base: storage, silence: silence),
-      time,
-      observer: PassivationsHeard(continuation: passivated)
+    let (a, store, passivations, stream) = try await Self.streamingAlice(
+      { RenewalsUnanswered(base: $0, silence: silence) },
+      time
     )
-    try await a.send(.append(1), to: "alice")
-    let store = try #require(await a.liveStore(for: "alice"))
-    var states = store.states.makeAsyncIterator()
-    #expect(await states.next()?.applied == [1])
+    var states = stream
     // The renewal at 3.3 s is never answered (a silent connection); the lease is counted on
     // until 9 s.
     await time.advance(by: .seconds(8))
@@ -120,6 +106,31 @@ private typealias LedgerStorage = InMemorySessionStorage<String, SessionLedger.S
     #expect(await a.liveStore(for: "alice") == nil)
     lifted.finish()
     await a.shutdown(gracePeriod: .seconds(1))
+  }
+
+  /// Node A over a database reached through `storage`, reporting its passivations, with alice
+  /// live and her first state read from her store's stream.
+  private static func streamingAlice<S: SessionStorage<String, SessionLedger.State>>(
+    _ storage: (LedgerStorage) -> S,
+    _ time: TestClock
+  ) async throws -> (
+    StoreRegistry<String, SessionLedger>,
+    Store<SessionLedger.State, SessionLedger.Action>,
+    AsyncStream<PassivationReason>,
+    StoreStates<SessionLedger.State>.Iterator
+  ) {
+    let (passivations, passivated) = AsyncStream.makeStream(of: PassivationReason.self)
+    let a = Self.registry(
+      "node-a",
+      storage(Self.storage(on: time)),
+      time,
+      observer: PassivationsHeard(continuation: passivated)
+    )
+    try await a.send(.append(1), to: "alice")
+    let store = try #require(await a.liveStore(for: "alice"))
+    var states = store.states.makeAsyncIterator()
+    #expect(await states.next()?.applied == [1])
+    return (a, store, passivations, states)
   }
 
   /// A database whose leases last 10 s on `time`.

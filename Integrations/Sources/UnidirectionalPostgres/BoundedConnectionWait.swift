@@ -131,7 +131,6 @@ private final class ConnectionRace: Sendable {
       return true
     }
   }
-
 }
 
 /// No connection of the pool was ready within the storage's wait.

@@ -50,12 +50,12 @@ extension StoreRegistry {
     // a few passes, not one each.
     let pause = storage.leaseDuration.nanoseconds / 10
     var watched = entries
-    var passes = 0
+    var isFirstPass = true
     while !Task.isCancelled,
       let earliest = watched.lazy.map({ $0.leaseHeldUntil.load(ordering: .relaxed) }).min()
     {
       let due = earliest - self.sessionClock.host.nowNanoseconds
-      let wait = passes == 0 ? due : max(due, pause)
+      let wait = isFirstPass ? due : max(due, pause)
       if wait > 0 {
         do { try await self.clock.sleep(for: .nanoseconds(wait)) } catch { return }
       }
@@ -65,7 +65,7 @@ extension StoreRegistry {
         _ = self.leaseIsHeld(entry)
         return true
       }
-      passes += 1
+      isFirstPass = false
     }
   }
 
