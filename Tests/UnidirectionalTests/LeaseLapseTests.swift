@@ -207,6 +207,9 @@ private final class RenewalsCounted: PassThroughStorage {
     return lost
   }
 
+  /// How many renewals were answered so far.
+  var renewals: Int { self.count.withValue { $0.renewals } }
+
   func wait(for renewals: Int) async {
     await withCheckedContinuation { continuation in
       let done = self.count.withValue { count in
@@ -216,5 +219,31 @@ private final class RenewalsCounted: PassThroughStorage {
       }
       if done { continuation.resume() }
     }
+  }
+}
+
+/// An `ImmediateClock` measures no time: a registry on one paces its renewals on the continuous
+/// clock, so its renewal loop suspends between renewals instead of spinning on a thread.
+@Suite(.timeLimit(.minutes(1))) struct ImmediateClockLeaseTests {
+  @Test func aRegistryWithStorageOnAnImmediateClockRenewsOnlyAsRealTimePasses() async throws {
+    // NB: a lease of ten minutes: no renewal is due while the test runs, however slow the
+    // machine; a loop paced by the immediate clock renews without end.
+    let renewals = RenewalsCounted(
+      base: InMemorySessionStorage(leaseDuration: .seconds(600))
+    )
+    let registry = StoreRegistry(storage: renewals, owner: "node-a", clock: ImmediateClock()) {
+      key in
+      SessionLedger.State(key: key)
+    } reducer: {
+      SessionLedger(clock: ContinuousClock(), gate: Gate())
+    }
+    for round in 0..<50 {
+      try await registry.send(.append(round), to: "key-\(round % 5)")
+    }
+    #expect(
+      try await registry.state(of: "key-1").applied == [1, 6, 11, 16, 21, 26, 31, 36, 41, 46]
+    )
+    #expect(renewals.renewals == 0)
+    await registry.shutdown(gracePeriod: .seconds(1))
   }
 }

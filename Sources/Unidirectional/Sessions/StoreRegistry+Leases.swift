@@ -28,7 +28,7 @@ extension StoreRegistry {
     guard let storage = self.storage else { return }
     let start = self.guarded.withLock { guarded -> Bool in
       guard guarded.renewal == nil, !guarded.isShutDown else { return false }
-      let (clock, interval) = (self.clock, storage.leaseDuration / 3)
+      let (clock, interval) = (self.leaseTime.clock, storage.leaseDuration / 3)
       guarded.renewal = renewing(every: interval, on: clock) { [weak self] in
         guard let self else { return false }
         await self.renewLeases()
@@ -54,12 +54,12 @@ extension StoreRegistry {
     while !Task.isCancelled,
       let earliest = watched.lazy.map({ $0.leaseHeldUntil.load(ordering: .relaxed) }).min()
     {
-      let due = earliest - self.sessionClock.host.nowNanoseconds
+      let due = earliest - self.leaseTime.nowNanoseconds
       let wait = isFirstPass ? due : max(due, pause)
       if wait > 0 {
-        do { try await self.clock.sleep(for: .nanoseconds(wait)) } catch { return }
+        do { try await self.leaseTime.clock.sleep(for: .nanoseconds(wait)) } catch { return }
       }
-      let now = self.sessionClock.host.nowNanoseconds
+      let now = self.leaseTime.nowNanoseconds
       watched.removeAll { entry in
         guard entry.leaseHeldUntil.load(ordering: .relaxed) <= now else { return false }
         _ = self.leaseIsHeld(entry)
@@ -72,7 +72,7 @@ extension StoreRegistry {
   /// Renews the leases of every live or passivating key.
   func renewLeases() async {
     guard let storage = self.storage else { return }
-    let asked = self.sessionClock.host.nowNanoseconds
+    let asked = self.leaseTime.nowNanoseconds
     let held = self.guarded.withLock { guarded in
       guarded.entries.values.compactMap { entry -> (Entry, SessionLease<Key>)? in
         if case .activating = entry.phase { return nil }
@@ -121,7 +121,7 @@ extension StoreRegistry {
   ///
   /// Sends need no such check: their saves are fenced.
   func leaseIsHeld(_ entry: Entry) -> Bool {
-    let now = self.sessionClock.host.nowNanoseconds
+    let now = self.leaseTime.nowNanoseconds
     guard now >= entry.leaseHeldUntil.load(ordering: .relaxed) else { return true }
     let token = self.guarded.withLock { _ in entry.token }
     self.saveFailed(entry.key, token: token, .ownershipLost(currentOwner: nil))

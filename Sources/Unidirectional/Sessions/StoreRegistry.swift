@@ -52,6 +52,9 @@ where R.State: Sendable {
   public let idempotencyWindow: Int
   let clock: any Clock<Duration>
   let sessionClock: SessionClock
+  /// The time leases are renewed on and counted against (the registry's clock, but for an
+  /// ``ImmediateClock``).
+  let leaseTime: LeaseTime
   let makeObserver: @Sendable (Key) -> (any StoreObserver<State, Action>)?
   /// Watches the registry as a whole (set once, before any session activates).
   let registryObserver: (any SessionRegistryObserver)?
@@ -105,10 +108,10 @@ where R.State: Sendable {
     /// Sends reduced whose save has not ended, and a passivation waiting for them.
     var savesInProgress = 0
     var drainWaiters: [UnsafeContinuation<Void, Never>] = []
-    /// Until when the key's lease is known to be held, on the registry clock's timeline.
+    /// Until when the key's lease is known to be held, on the lease timeline (``LeaseTime``).
     ///
-    /// A lease's length, less a margin, after its taking or last renewal began
-    /// (``TimerHost/nowNanoseconds``). Without storage, `.max`.
+    /// A lease's length, less a margin, after its taking or last renewal began. Without storage,
+    /// `.max`.
     let leaseHeldUntil = Atomic<Int64>(.max)
 
     /// The registry the idle timer reports to; weak, so an armed timer does not keep a registry
@@ -178,7 +181,9 @@ where R.State: Sendable {
   ///   - passivationGracePeriod: How long a passivating store's unmarked effects may run on.
   ///   - idempotencyWindow: How many idempotency keys each session keeps, its newest (see
   ///     ``send(_:to:idempotencyKey:reading:)``).
-  ///   - clock: Measures idle periods, grace periods and lease renewals (a ``TestClock`` in tests).
+  ///   - clock: Measures idle periods, grace periods and lease renewals (a ``TestClock`` in tests;
+  ///     on an ``ImmediateClock``, which measures no time, leases are renewed on the continuous
+  ///     clock).
   ///   - observer: Watches every store the registry makes.
   ///   - registryObserver: Watches the registry as a whole (activations, passivations, the live
   ///     count, saves), for metrics.
@@ -335,6 +340,7 @@ where R.State: Sendable {
       host: timerHost(for: clock) ?? makeTimerService(clock),
       tracksRecency: capacity != nil
     )
+    self.leaseTime = LeaseTime(registryClock: clock, host: self.sessionClock.host)
     self.makeObserver = makeObserver
     self.registryObserver = registryObserver
     self.measuresSends = registryObserver?.measuresIntervals ?? false
