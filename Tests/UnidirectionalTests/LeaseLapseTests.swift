@@ -222,6 +222,45 @@ private final class RenewalsCounted: PassThroughStorage {
   }
 }
 
+/// Renewals run while the registry holds a key, and leave no sleep on its clock once none is
+/// left: a test can run its `TestClock` to the end.
+@Suite(.timeLimit(.minutes(1))) struct RenewalStopTests {
+  @Test func aTestClockRunsToTheEndOnceTheLastKeyHasPassivatedAndRenewalsResumeWithTheNext()
+    async throws
+  {
+    let time = TestClock()
+    let storage = InMemorySessionStorage<String, SessionLedger.State>(
+      clock: time,
+      leaseDuration: .seconds(9)
+    )
+    let renewals = RenewalsCounted(base: storage)
+    let registry = StoreRegistry(storage: renewals, owner: "node-a", clock: time) { key in
+      SessionLedger.State(key: key)
+    } reducer: {
+      SessionLedger(clock: ContinuousClock(), gate: Gate())
+    }
+    try await registry.send(.append(1), to: "alice")
+    try await registry.send(.append(1), to: "bob")
+    await time.advance(by: .seconds(3))
+    await renewals.wait(for: 1)
+    try await registry.passivate("alice")
+    #expect(await registry.liveStore(for: "bob") != nil)
+    try await registry.passivate("bob")
+    // Without the stop, the renewals' sleep stays (and `run()` would go on to its bound, an
+    // issue): a registry that holds nothing must leave nothing waiting on its clock.
+    #expect(time.sleeperCount == 0)
+    await time.run()
+    #expect(storage.storedState(for: "alice")?.applied == [1])
+    #expect(storage.owner(of: "alice") == nil)
+
+    try await registry.send(.append(2), to: "alice")
+    await time.advance(by: .seconds(3))
+    await renewals.wait(for: 2)
+    #expect(storage.owner(of: "alice") == "node-a")
+    await registry.shutdown(gracePeriod: .seconds(1))
+  }
+}
+
 /// An `ImmediateClock` measures no time: a registry on one paces its renewals on the continuous
 /// clock, so its renewal loop suspends between renewals instead of spinning on a thread.
 @Suite(.timeLimit(.minutes(1))) struct ImmediateClockLeaseTests {

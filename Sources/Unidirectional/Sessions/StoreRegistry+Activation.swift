@@ -149,11 +149,11 @@ extension StoreRegistry {
   /// Removes an entry whose activation failed; its waiters try again (and fail the same way, or
   /// succeed if the cause has gone).
   func removeFailed(_ entry: Entry) {
-    let waiters = self.guarded.withLock { guarded in
-      if guarded.entries[entry.key] === entry { guarded.entries.removeValue(forKey: entry.key) }
+    let (waiters, renewal) = self.guarded.withLock { guarded in
       defer { entry.waiters = [] }
-      return entry.waiters
+      return (entry.waiters, self.remove(entry, in: &guarded))
     }
+    renewal?.cancel()
     for waiter in waiters { waiter.resume() }
   }
 

@@ -27,7 +27,9 @@ extension StoreRegistry {
   func startRenewingLeases() {
     guard let storage = self.storage else { return }
     let start = self.guarded.withLock { guarded -> Bool in
-      guard guarded.renewal == nil, !guarded.isShutDown else { return false }
+      guard guarded.renewal == nil, !guarded.isShutDown, !guarded.entries.isEmpty else {
+        return false
+      }
       let (clock, interval) = (self.leaseTime.clock, storage.leaseDuration / 3)
       guarded.renewal = renewing(every: interval, on: clock) { [weak self] in
         guard let self else { return false }
@@ -37,6 +39,19 @@ extension StoreRegistry {
       return true
     }
     _ = start
+  }
+
+  /// Removes `entry`; when it was the last, takes the renewals for the caller to cancel.
+  ///
+  /// A registry that holds no key renews nothing, and leaves no sleep on its clock, so a test's
+  /// `TestClock.run()` returns once the last key has passivated. The caller cancels them after
+  /// the lock; the next activation starts them again.
+  func remove(_ entry: Entry, in guarded: inout Guarded) -> Task<Void, Never>? {
+    guard guarded.entries[entry.key] === entry else { return nil }
+    guarded.entries.removeValue(forKey: entry.key)
+    guard guarded.entries.isEmpty else { return nil }
+    defer { guarded.renewal = nil }
+    return guarded.renewal
   }
 
   /// Sleeps until the earliest of `entries`' leases may have run out, discards the stores whose

@@ -112,11 +112,11 @@ extension StoreRegistry {
       }
     }
     self.commits?.forget(entry.key)
-    let waiters = self.guarded.withLock { guarded in
-      if guarded.entries[entry.key] === entry { guarded.entries.removeValue(forKey: entry.key) }
+    let (waiters, renewal) = self.guarded.withLock { guarded in
       defer { entry.waiters = [] }
-      return entry.waiters
+      return (entry.waiters, self.remove(entry, in: &guarded))
     }
+    renewal?.cancel()
     for waiter in waiters { waiter.resume() }
     return failure
   }
