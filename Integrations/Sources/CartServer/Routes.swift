@@ -122,8 +122,11 @@ func makeRouter(
     let customer = try identifier(context, "customer")
     return jsonResponse(.ok, CartBody(try await carts.state(of: customer)))
   }
-  router.delete("/carts/:customer") { _, context -> Response in
+  router.delete("/carts/:customer") { request, context -> Response in
     let customer = try identifier(context, "customer")
+    // NB: checked as on every write, but not kept: an erase leaves no row to keep it in (nothing
+    // of the cart may remain), and erasing again is what its retry asks for.
+    _ = try idempotencyKey(of: request)
     try await carts.erase(customer)
     return Response(status: .noContent)
   }

@@ -484,6 +484,36 @@ func errorMessage(
       #expect(!storage.hasRow(for: "never-seen"))
     }
   }
+
+  @Test func anEraseTakesAnIdempotencyKeyAsTheOtherWritesDoAndARetryAnswers204Again() async throws {
+    try await withServer { client, storage in
+      try await client.execute(uri: "/carts/alice/items", method: .post, body: apple) { _ in }
+      for _ in 0..<2 {
+        try await client.execute(
+          uri: "/carts/alice",
+          method: .delete,
+          headers: try idempotencyKey("erase-1")
+        ) { response in
+          #expect(response.status == .noContent)
+        }
+        #expect(!storage.hasRow(for: "alice"))
+      }
+      try await client.execute(uri: "/carts/bob/items", method: .post, body: apple) { _ in }
+      for headers in [
+        try idempotencyKey(""), try idempotencyKey(String(repeating: "k", count: 2_000)),
+        try idempotencyKey("one", "two"),
+      ] {
+        try await client.execute(uri: "/carts/bob", method: .delete, headers: headers) {
+          response in
+          #expect(response.status == .badRequest)
+          let message = try errorMessage(response)
+          #expect(message.contains("Idempotency-Key"))
+        }
+      }
+      // Refused before it was applied: bob's cart is still there.
+      #expect(storage.hasRow(for: "bob"))
+    }
+  }
 }
 
 /// Request headers with an `Idempotency-Key` (once, or as often as `values` has).
