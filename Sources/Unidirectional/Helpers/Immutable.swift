@@ -6,8 +6,7 @@
 // is immutable too. The library wraps nothing else. Its test:
 // `PrimitiveStressTests.anImmutableValueReadsTheSameFromEveryTask` (many tasks read one value at
 // once; CI runs it under ThreadSanitizer).
-@usableFromInline
-struct Immutable<Value>: @unchecked Sendable {
+@usableFromInline struct Immutable<Value>: @unchecked Sendable {
   @usableFromInline let value: Value
 
   @inlinable

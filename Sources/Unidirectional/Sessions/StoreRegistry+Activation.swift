@@ -77,7 +77,7 @@ extension StoreRegistry {
     if let storage = self.storage {
       do {
         let address = self.guarded.withLock { $0.advertisedAddress }
-        let asked = self.leaseTime.nowNanoseconds
+        let asked = self.leaseHost.nowNanoseconds
         switch try await storage.acquire(key, owner: self.owner, address: address) {
         case .acquired(let acquiredToken, let stored, let keys):
           entry.leaseHeldUntil.store(asked + self.leaseCountedOn(storage), ordering: .relaxed)

@@ -26,19 +26,15 @@ extension StoreRegistry {
 
   func startRenewingLeases() {
     guard let storage = self.storage else { return }
-    let start = self.guarded.withLock { guarded -> Bool in
-      guard guarded.renewal == nil, !guarded.isShutDown, !guarded.entries.isEmpty else {
-        return false
-      }
-      let (clock, interval) = (self.leaseTime.clock, storage.leaseDuration / 3)
+    self.guarded.withLock { guarded in
+      guard guarded.renewal == nil, !guarded.isShutDown, !guarded.entries.isEmpty else { return }
+      let (clock, interval) = (self.leaseHost.hostClock, storage.leaseDuration / 3)
       guarded.renewal = renewing(every: interval, on: clock) { [weak self] in
         guard let self else { return false }
         await self.renewLeases()
         return true
       }
-      return true
     }
-    _ = start
   }
 
   /// Removes `entry`; when it was the last, takes the renewals for the caller to cancel.
@@ -69,12 +65,12 @@ extension StoreRegistry {
     while !Task.isCancelled,
       let earliest = watched.lazy.map({ $0.leaseHeldUntil.load(ordering: .relaxed) }).min()
     {
-      let due = earliest - self.leaseTime.nowNanoseconds
+      let due = earliest - self.leaseHost.nowNanoseconds
       let wait = isFirstPass ? due : max(due, pause)
       if wait > 0 {
-        do { try await self.leaseTime.clock.sleep(for: .nanoseconds(wait)) } catch { return }
+        do { try await self.leaseHost.hostClock.sleep(for: .nanoseconds(wait)) } catch { return }
       }
-      let now = self.leaseTime.nowNanoseconds
+      let now = self.leaseHost.nowNanoseconds
       watched.removeAll { entry in
         guard entry.leaseHeldUntil.load(ordering: .relaxed) <= now else { return false }
         _ = self.leaseIsHeld(entry)
@@ -87,7 +83,7 @@ extension StoreRegistry {
   /// Renews the leases of every live or passivating key.
   func renewLeases() async {
     guard let storage = self.storage else { return }
-    let asked = self.leaseTime.nowNanoseconds
+    let asked = self.leaseHost.nowNanoseconds
     let held = self.guarded.withLock { guarded in
       guarded.entries.values.compactMap { entry -> (Entry, SessionLease<Key>)? in
         if case .activating = entry.phase { return nil }
@@ -136,7 +132,7 @@ extension StoreRegistry {
   ///
   /// Sends need no such check: their saves are fenced.
   func leaseIsHeld(_ entry: Entry) -> Bool {
-    let now = self.leaseTime.nowNanoseconds
+    let now = self.leaseHost.nowNanoseconds
     guard now >= entry.leaseHeldUntil.load(ordering: .relaxed) else { return true }
     let token = self.guarded.withLock { _ in entry.token }
     self.saveFailed(entry.key, token: token, .ownershipLost(currentOwner: nil))

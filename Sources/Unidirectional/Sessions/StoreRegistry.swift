@@ -52,9 +52,12 @@ where R.State: Sendable {
   public let idempotencyWindow: Int
   let clock: any Clock<Duration>
   let sessionClock: SessionClock
-  /// The time leases are renewed on and counted against (the registry's clock, but for an
-  /// ``ImmediateClock``).
-  let leaseTime: LeaseTime
+  /// The timeline leases are renewed on and counted against: the registry clock's, so a test
+  /// advancing a ``TestClock`` renews and expires leases as it fires idle timers; but the
+  /// continuous clock's for an ``ImmediateClock``, which measures no time (its sleeps return at
+  /// once, so a renewal loop on it would never suspend and would hold a thread of the cooperative
+  /// pool for as long as the registry lives).
+  let leaseHost: any TimerHost
   let makeObserver: @Sendable (Key) -> (any StoreObserver<State, Action>)?
   /// Watches the registry as a whole (set once, before any session activates).
   let registryObserver: (any SessionRegistryObserver)?
@@ -108,7 +111,7 @@ where R.State: Sendable {
     /// Sends reduced whose save has not ended, and a passivation waiting for them.
     var savesInProgress = 0
     var drainWaiters: [UnsafeContinuation<Void, Never>] = []
-    /// Until when the key's lease is known to be held, on the lease timeline (``LeaseTime``).
+    /// Until when the key's lease is known to be held, on the lease timeline (``leaseHost``).
     ///
     /// A lease's length, less a margin, after its taking or last renewal began. Without storage,
     /// `.max`.
@@ -340,7 +343,7 @@ where R.State: Sendable {
       host: timerHost(for: clock) ?? makeTimerService(clock),
       tracksRecency: capacity != nil
     )
-    self.leaseTime = LeaseTime(registryClock: clock, host: self.sessionClock.host)
+    self.leaseHost = clock is ImmediateClock ? continuousTimers : self.sessionClock.host
     self.makeObserver = makeObserver
     self.registryObserver = registryObserver
     self.measuresSends = registryObserver?.measuresIntervals ?? false
