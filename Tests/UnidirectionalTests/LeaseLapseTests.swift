@@ -11,8 +11,8 @@ private typealias LedgerStorage = InMemorySessionStorage<String, SessionLedger.S
     let storage = Self.storage(on: time)
     // Node A reaches the database for everything but its renewals (as in a partition that
     // began after it took its leases, or a pause): its leases expire on the storage's time.
-    let a = Self.registry("node-a", RenewalsFail(base: storage), time)
-    let b = Self.registry("node-b", storage, time)
+    let a = ledgerRegistry("node-a", RenewalsFail(base: storage), time)
+    let b = ledgerRegistry("node-b", storage, time)
     try await a.send(.append(1), to: "alice")
     try await a.send(.append(1), to: "bob")
     try await a.send(.append(1), to: "carol", idempotencyKey: "first")
@@ -54,7 +54,7 @@ private typealias LedgerStorage = InMemorySessionStorage<String, SessionLedger.S
     let time = TestClock()
     let storage = Self.storage(on: time)
     let renewals = RenewalsCounted(base: storage)
-    let a = Self.registry("node-a", renewals, time)
+    let a = ledgerRegistry("node-a", renewals, time)
     try await a.send(.append(1), to: "alice")
     let store = await a.liveStore(for: "alice")
     // Renewals every third of the lease; the second begins only once the first has been counted.
@@ -120,7 +120,7 @@ private typealias LedgerStorage = InMemorySessionStorage<String, SessionLedger.S
     StoreStates<SessionLedger.State>.Iterator
   ) {
     let (passivations, passivated) = AsyncStream.makeStream(of: PassivationReason.self)
-    let a = Self.registry(
+    let a = ledgerRegistry(
       "node-a",
       storage(Self.storage(on: time)),
       time,
@@ -137,18 +137,19 @@ private typealias LedgerStorage = InMemorySessionStorage<String, SessionLedger.S
   private static func storage(on time: TestClock) -> LedgerStorage {
     InMemorySessionStorage(clock: time, leaseDuration: .seconds(10))
   }
+}
 
-  private static func registry(
-    _ owner: String,
-    _ storage: some SessionStorage<String, SessionLedger.State>,
-    _ time: TestClock,
-    observer: (any SessionRegistryObserver)? = nil
-  ) -> StoreRegistry<String, SessionLedger> {
-    StoreRegistry(storage: storage, owner: owner, clock: time, registryObserver: observer) { key in
-      SessionLedger.State(key: key)
-    } reducer: {
-      SessionLedger(clock: ContinuousClock(), gate: Gate())
-    }
+/// A registry of ledgers named `owner` over `storage`, on `clock`.
+private func ledgerRegistry(
+  _ owner: String,
+  _ storage: some SessionStorage<String, SessionLedger.State>,
+  _ clock: any Clock<Duration>,
+  observer: (any SessionRegistryObserver)? = nil
+) -> StoreRegistry<String, SessionLedger> {
+  StoreRegistry(storage: storage, owner: owner, clock: clock, registryObserver: observer) { key in
+    SessionLedger.State(key: key)
+  } reducer: {
+    SessionLedger(clock: ContinuousClock(), gate: Gate())
   }
 }
 
@@ -234,11 +235,7 @@ private final class RenewalsCounted: PassThroughStorage {
       leaseDuration: .seconds(9)
     )
     let renewals = RenewalsCounted(base: storage)
-    let registry = StoreRegistry(storage: renewals, owner: "node-a", clock: time) { key in
-      SessionLedger.State(key: key)
-    } reducer: {
-      SessionLedger(clock: ContinuousClock(), gate: Gate())
-    }
+    let registry = ledgerRegistry("node-a", renewals, time)
     try await registry.send(.append(1), to: "alice")
     try await registry.send(.append(1), to: "bob")
     await time.advance(by: .seconds(3))
@@ -270,12 +267,7 @@ private final class RenewalsCounted: PassThroughStorage {
     let renewals = RenewalsCounted(
       base: InMemorySessionStorage(leaseDuration: .seconds(600))
     )
-    let registry = StoreRegistry(storage: renewals, owner: "node-a", clock: ImmediateClock()) {
-      key in
-      SessionLedger.State(key: key)
-    } reducer: {
-      SessionLedger(clock: ContinuousClock(), gate: Gate())
-    }
+    let registry = ledgerRegistry("node-a", renewals, ImmediateClock())
     for round in 0..<50 {
       try await registry.send(.append(round), to: "key-\(round % 5)")
     }
