@@ -179,6 +179,37 @@ private struct DiskFull: Error, CustomStringConvertible {
     await instances.shutdown()
   }
 
+  @Test func twoInstancesUnderOneOwnerNameFenceEachOtherAndLoseNothingAcknowledged()
+    async throws
+  {
+    // A misconfiguration a deploy can make (every replica given the same `--owner`): the twin's
+    // acquisition must still be a new lease, or both stores save under one token.
+    let instances = TwoInstances()
+    let twin = TwoInstances.registry("node-a", instances.storage)
+    try await instances.a.send(.append(1), to: "alice")
+    let first = instances.storage.token(of: "alice")
+    let taken = try await twin.send(.append(2), to: "alice", reading: { $0.applied })
+    #expect(taken == [1, 2])
+    #expect(instances.storage.token(of: "alice") > first)
+    // A's store still reads [1]: its save carries the old token and is refused.
+    let error = await #expect(throws: SessionError.self) {
+      try await instances.a.send(.append(3), to: "alice")
+    }
+    guard case .ownershipLost(_, let message) = error else {
+      Issue.record("expected .ownershipLost, got \(String(describing: error))")
+      return
+    }
+    #expect(message.contains("this instance's own owner name"))
+    #expect(instances.storage.storedState(for: "alice")?.applied == [1, 2])
+    // A send asks the storage again: A takes the key back with every acknowledged action.
+    let back = try await instances.a.send(.append(4), to: "alice", reading: { $0.applied })
+    #expect(back == [1, 2, 4])
+    await #expect(throws: SessionError.self) { try await twin.send(.append(5), to: "alice") }
+    #expect(instances.storage.storedState(for: "alice")?.applied == [1, 2, 4])
+    await twin.shutdown(gracePeriod: .seconds(1))
+    await instances.shutdown()
+  }
+
   @Test func shutdownSavesEveryStoreAndReleasesItsLease() async throws {
     let instances = TwoInstances()
     for index in 0..<20 { try await instances.a.send(.append(index), to: "k\(index)") }

@@ -89,9 +89,10 @@ struct ServeOptions: Sendable {
   /// The owner name leases are taken under: `--owner`, or this machine, address and port.
   ///
   /// A server restarted on its port takes its own leases back at once, and two servers on one
-  /// machine are two owners: under one name, both would hold every lease with the same fencing
-  /// token, and each would save over the other's acknowledged state. With port 0 (any free
-  /// port) each run is an owner of its own.
+  /// machine are two owners: under one name, each would take every cart from the other and fail
+  /// the other's requests (nothing acknowledged is lost: every acquisition fences the one before),
+  /// and a read could see the other's older cart. With port 0 (any free port) each run is an owner
+  /// of its own.
   var ownerName: String {
     if let owner { return owner }
     let machine = ProcessInfo.processInfo.hostName

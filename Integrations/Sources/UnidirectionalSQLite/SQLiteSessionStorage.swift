@@ -269,7 +269,9 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
         state = try self.readState(text, version: current?["encoding_version"] ?? 1, data: data)
         idempotency = try Self.readRecord(current?["idempotency_keys"], of: text)
       }
-      if currentOwner != owner || expiry <= now { token += 1 }
+      // Every acquisition is a new lease, the same owner's too: two instances under one owner
+      // name then refuse each other's saves instead of writing over them.
+      token += 1
       try db.execute(
         sql: """
           INSERT INTO \(table) (key, owner, owner_address, lease_expiry, token)

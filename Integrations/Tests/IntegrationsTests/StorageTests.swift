@@ -66,6 +66,19 @@ func checkStorageContract(
   try await b.passivate("alice")
   let back = try await a.send(.add(item: "kiwi", quantity: 1), to: "alice", reading: { $0 })
   #expect(back.items == ["apple": 2, "pear": 1, "kiwi": 1])
+  // An instance started under A's name takes the key as a new lease: A's next save is refused,
+  // not written over what the twin acknowledged.
+  let twin = registry("node-a")
+  let taken = try await twin.send(.add(item: "fig", quantity: 1), to: "alice", reading: { $0 })
+  #expect(taken.items == ["apple": 2, "pear": 1, "kiwi": 1, "fig": 1])
+  let twinned = await #expect(throws: SessionError.self) {
+    try await a.send(.add(item: "plum", quantity: 1), to: "alice")
+  }
+  #expect(twinned?.message.contains("this instance's own owner name") == true)
+  try await twin.passivate("alice")
+  await twin.shutdown(gracePeriod: .seconds(1))
+  let kept = try await a.send(.add(item: "plum", quantity: 1), to: "alice", reading: { $0 })
+  #expect(kept.items == ["apple": 2, "pear": 1, "kiwi": 1, "fig": 1, "plum": 1])
   // A stored state that no longer decodes fails that key and is left as it is.
   try await a.send(.add(item: "apple", quantity: 1), to: "bob")
   try await a.passivate("bob")

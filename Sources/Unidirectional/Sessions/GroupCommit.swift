@@ -306,7 +306,7 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
         let failure: (SessionError, SaveFailure)?
         switch outcome {
         case .success(let results):
-          failure = Self.failure(of: results[pending.index], key: key)
+          failure = Self.failure(of: results[pending.index], key: key, savingAs: self.owner)
         case .failure(let error):
           failure = (
             .storageFailed(
@@ -349,11 +349,24 @@ final class GroupCommit<Key: Hashable & Sendable, State: Sendable>: Sendable {
   /// Why one write of a batch failed, as its senders and the registry see it; `nil` if saved.
   private static func failure(
     of result: SessionSaveResult,
-    key: Key
+    key: Key,
+    savingAs saver: String
   ) -> (SessionError, SaveFailure)? {
     switch result {
     case .saved:
       return nil
+    case .staleToken(let owner) where owner == saver:
+      // NB: a lease is never taken from itself: another instance runs under this name.
+      return (
+        .ownershipLost(
+          key: "\(key)",
+          message: """
+            the save was refused: another instance took the session's lease under this \
+            instance's own owner name ('\(saver)'); give each instance a name of its own
+            """
+        ),
+        .ownershipLost(currentOwner: owner)
+      )
     case .staleToken(let owner):
       return (
         .ownershipLost(

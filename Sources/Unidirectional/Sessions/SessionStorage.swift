@@ -1,7 +1,7 @@
 /// Where a ``StoreRegistry`` keeps its sessions' state, and who owns each session.
 ///
 /// A backend stores one row per key: the state, and a lease (its owner, its expiry, and a fencing
-/// token that grows with every new owner). The registry takes a key's lease and loads its state
+/// token that grows with every acquisition). The registry takes a key's lease and loads its state
 /// when it activates the key, saves the states of many keys in one call (group commit), renews
 /// its leases in the background, and releases a lease when it passivates the key.
 ///

@@ -175,9 +175,11 @@ where R.State: Sendable {
   /// - Parameters:
   ///   - storage: Where sessions' state and leases live; `nil` keeps them in memory only.
   ///   - owner: The name this registry holds leases under; unique by default. Give each live
-  ///     instance its own: two registries under one name hold the same leases with the same
-  ///     fencing token, and each saves over the other's state. A restarted instance may reuse its
-  ///     name, to take its leases back at once.
+  ///     instance its own: two registries under one name take each key from each other (every
+  ///     acquisition is a new lease, so the other's saves are refused, never written over), their
+  ///     sends fail with ``SessionError/ownershipLost(key:message:)``, and a read may see the
+  ///     other's older state until its next renewal. A restarted instance may reuse its name, to
+  ///     take its leases back at once.
   ///   - idleTimeout: Passivates a store that reduced nothing for this long; `nil`: never.
   ///   - capacity: At most this many live stores; the least recently used passivates first.
   ///     `nil`: no limit.
