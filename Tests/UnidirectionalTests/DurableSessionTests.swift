@@ -210,6 +210,26 @@ private struct DiskFull: Error, CustomStringConvertible {
     await instances.shutdown()
   }
 
+  @Test func aKeyErasedAndTakenAgainNeverRepeatsATokenAnEarlierActivationHolds() async throws {
+    // The erased row takes its tokens with it: a row made afresh must not start where the first
+    // did, or a store still live from before the erasure (a paused process, a second instance
+    // under the same name) saves its old state over the new one.
+    let instances = TwoInstances()
+    let twin = TwoInstances.registry("node-a", instances.storage)
+    try await twin.send(.append(1), to: "alice")
+    let before = instances.storage.token(of: "alice")
+    try await instances.a.erase("alice")
+    #expect(instances.storage.storedState(for: "alice") == nil)
+    let fresh = try await instances.a.send(.append(2), to: "alice", reading: { $0.applied })
+    #expect(fresh == [2])
+    #expect(instances.storage.token(of: "alice") != before)
+    await #expect(throws: SessionError.self) { try await twin.send(.append(3), to: "alice") }
+    #expect(instances.storage.storedState(for: "alice")?.applied == [2])
+    await twin.shutdown(gracePeriod: .seconds(1))
+    #expect(instances.storage.storedState(for: "alice")?.applied == [2])
+    await instances.shutdown()
+  }
+
   @Test func shutdownSavesEveryStoreAndReleasesItsLease() async throws {
     let instances = TwoInstances()
     for index in 0..<20 { try await instances.a.send(.append(index), to: "k\(index)") }

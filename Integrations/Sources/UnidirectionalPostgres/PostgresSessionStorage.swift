@@ -300,7 +300,8 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
       let rows = try await self.query(
         """
         INSERT INTO \(unescaped: self.table) AS t (key, owner, owner_address, lease_expires_at, token)
-        SELECT \(text), \(owner), \(address), now() + \(lease) * interval '1 millisecond', 1
+        SELECT \(text), \(owner), \(address), now() + \(lease) * interval '1 millisecond',
+          \(Int64(Self.firstLeaseToken()))
         FROM (SELECT \(unescaped: self.lockWaitSetting)) AS settings
         ON CONFLICT (key) DO UPDATE SET
           token = t.token + 1,

@@ -255,7 +255,7 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
       )
       let currentOwner: String? = current?["owner"]
       let expiry: Double = current?["lease_expiry"] ?? 0
-      var token: Int64 = current?["token"] ?? 0
+      var token: Int64 = current?["token"] ?? Int64(Self.firstLeaseToken())
       if let currentOwner, currentOwner != owner, expiry > now {
         return .heldBy(
           owner: currentOwner,

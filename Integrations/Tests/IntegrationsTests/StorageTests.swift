@@ -97,6 +97,25 @@ func checkStorageContract(
     try await a.send(.add(item: "apple", quantity: 1), to: String(repeating: "k", count: 2_000))
   }
   #expect(long?.message.contains("1024 bytes") == true)
+  // A key erased and taken again never repeats a token of a lease from before: a save under one
+  // (a store still live then) is refused, not written over the new row.
+  guard case .acquired(let old, _, _) = try await storage.acquire("erin", owner: "node-c") else {
+    Issue.record("erin's lease was not granted")
+    return
+  }
+  var before = Cart.State(customer: "erin")
+  before.items = ["old": 1]
+  let write = SessionWrite(key: "erin", state: before, token: old)
+  #expect(try await storage.save([write], owner: "node-c") == [.saved])
+  #expect(try await storage.erase("erin", token: old, owner: "node-c") == .saved)
+  guard case .acquired(let new, nil, _) = try await storage.acquire("erin", owner: "node-c") else {
+    Issue.record("erin's lease was not granted afresh")
+    return
+  }
+  #expect(new != old)
+  let afterErasure = try await storage.save([write], owner: "node-c")
+  #expect(afterErasure == [SessionSaveResult.staleToken(currentOwner: "node-c")])
+  #expect(try await storage.load("erin") == nil)
   await a.shutdown(gracePeriod: .seconds(1))
   await b.shutdown(gracePeriod: .seconds(1))
 }

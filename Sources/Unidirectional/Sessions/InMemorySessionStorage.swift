@@ -20,7 +20,7 @@ public final class InMemorySessionStorage<Key: Hashable & Sendable, State: Senda
     var owner: String?
     var address: String?
     var expiry: Duration = .zero
-    var token: UInt64 = 0
+    var token: UInt64 = InMemorySessionStorage.firstLeaseToken()
     var idempotency = IdempotencyRecord()
     var isUnreadable = false
     /// Why saves of this key are refused (a test's stand-in for a value the database refuses).

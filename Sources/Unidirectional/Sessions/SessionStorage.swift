@@ -7,7 +7,9 @@
 ///
 /// The rules every backend keeps:
 /// - ``acquire(_:owner:)`` grants the lease when it is free, expired, or already `owner`'s, with a
-///   token greater than any granted before for that key; otherwise it names the current owner.
+///   token no earlier lease of that key had: one greater than the row's last, and a random one
+///   (``firstLeaseToken()``) for a row made afresh, a key never stored or erased (saves compare
+///   tokens for equality). Otherwise it names the current owner.
 /// - ``save(_:owner:)`` writes a state only if its token is still the key's current one, checked in
 ///   the same step that writes (a stale owner never overwrites a newer one). It stores each
 ///   write's idempotency record with its state, in the same write (and keeps the stored one when
@@ -127,6 +129,17 @@ extension SessionStorage {
   /// Takes `key`'s lease for `owner`, recording no address, and loads its state.
   public func acquire(_ key: Key, owner: String) async throws -> SessionAcquisition<State> {
     try await self.acquire(key, owner: owner, address: nil)
+  }
+
+  /// The fencing token of the first lease of a row made afresh: random, from 1 to 2^62.
+  ///
+  /// An erased row takes its tokens with it. Were a new row's tokens to start at 1 again, a store
+  /// still live from before the erasure (a paused process, an instance under the same owner name)
+  /// could hold the very token the new lease gets, and save its old state over the new one. A
+  /// random start repeats no earlier token but by a chance of about one in 2^62, and leaves the
+  /// row's later leases, each one greater, room to grow.
+  public static func firstLeaseToken() -> UInt64 {
+    UInt64.random(in: 1...(1 << 62))
   }
 }
 
