@@ -42,7 +42,7 @@ extension PostgresSessionStorage {
 
   private func renewChunk(_ leases: [SessionLease<Key>], owner: String) async throws -> [Key] {
     let keys = try leases.map { try self.text($0.key) }
-    let tokens = leases.map { Int64($0.token) }
+    let tokens = leases.map { Int64(bitPattern: $0.token) }
     do {
       let rows = try await self.query(
         """
@@ -79,7 +79,7 @@ extension PostgresSessionStorage {
           UPDATE \(unescaped: self.table) AS t
           SET lease_expires_at = now() + \(self.leaseMilliseconds) * interval '1 millisecond'
           FROM (SELECT \(unescaped: self.leaseRowWaitSetting)) AS settings
-          WHERE t.key = \(key) AND t.token = \(Int64(lease.token)) AND t.owner = \(owner)
+          WHERE t.key = \(key) AND t.token = \(Int64(bitPattern: lease.token)) AND t.owner = \(owner)
           RETURNING t.key
           """
         )
@@ -114,7 +114,7 @@ extension PostgresSessionStorage {
   /// expire.
   public func release(_ leases: [SessionLease<Key>], owner: String) async throws {
     let keys = try leases.map { try self.text($0.key) }
-    let tokens = leases.map { Int64($0.token) }
+    let tokens = leases.map { Int64(bitPattern: $0.token) }
     do {
       try await self.query(
         """

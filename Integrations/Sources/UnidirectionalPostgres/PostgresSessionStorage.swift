@@ -301,7 +301,7 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
         """
         INSERT INTO \(unescaped: self.table) AS t (key, owner, owner_address, lease_expires_at, token)
         SELECT \(text), \(owner), \(address), now() + \(lease) * interval '1 millisecond',
-          \(Int64(Self.firstLeaseToken()))
+          \(Int64(bitPattern: Self.firstLeaseToken()))
         FROM (SELECT \(unescaped: self.lockWaitSetting)) AS settings
         ON CONFLICT (key) DO UPDATE SET
           token = t.token + 1,
@@ -321,10 +321,12 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
         let owners = try await self.query(
           """
           SELECT owner, owner_address,
-            (extract(epoch FROM lease_expires_at - now()) * 1000)::int8
+            (extract(epoch FROM least(lease_expires_at, now() + interval '365 days') - now())
+              * 1000)::int8
           FROM \(unescaped: self.table) WHERE key = \(text)
           """
         )
+        // NB: at most a year left: a row may hold any expiry, even an infinite one.
         for (holder, address, left) in try owners.decoded((String?, String?, Int64).self) {
           return .heldBy(
             owner: holder ?? "another owner",
@@ -339,7 +341,7 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     }
     guard let acquired else { return .heldBy(owner: "another owner") }
     guard let state = acquired.state else {
-      return .acquired(token: UInt64(acquired.token), state: nil)
+      return .acquired(token: UInt64(bitPattern: acquired.token), state: nil)
     }
     do {
       let decoded = try self.readState(
@@ -354,14 +356,17 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
         return record
       }
       return .acquired(
-        token: UInt64(acquired.token),
+        token: UInt64(bitPattern: acquired.token),
         state: decoded,
         idempotency: record ?? IdempotencyRecord()
       )
     } catch {
       // NB: the lease is given back, so another instance is not kept waiting on a key nobody
       // can serve; the stored state is left as it is.
-      try? await self.release([SessionLease(key: key, token: UInt64(acquired.token))], owner: owner)
+      try? await self.release(
+        [SessionLease(key: key, token: UInt64(bitPattern: acquired.token))],
+        owner: owner
+      )
       if let error = error as? SessionStateUnreadable { throw error }
       throw SessionStateUnreadable(
         key: text,
@@ -457,7 +462,7 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
         keys.append(key)
         states.append(ByteBuffer(data: data))
         windows.append(ByteBuffer(bytes: write.idempotency?.bytes ?? []))
-        tokens.append(Int64(write.token))
+        tokens.append(Int64(bitPattern: write.token))
       } catch {
         refusals[index] = "\(error)"
       }

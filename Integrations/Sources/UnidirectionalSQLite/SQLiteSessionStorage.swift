@@ -232,15 +232,16 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
         sql: "SELECT owner, owner_address, lease_expiry FROM \(table) WHERE key = ?",
         arguments: [text]
       )
-      guard let row, let current: String = row["owner"], current != owner else { return nil }
-      let expiry: Double = row["lease_expiry"] ?? 0
-      return expiry > now ? (current, row["owner_address"], expiry) : nil
+      guard let row, let current: String = try row.stored("owner", of: text), current != owner
+      else { return nil }
+      let expiry: Double = try row.stored("lease_expiry", of: text) ?? 0
+      return expiry > now ? (current, try row.stored("owner_address", of: text), expiry) : nil
     }
     if let (current, address, expiry) = holder {
       return .heldBy(
         owner: current,
         address: address,
-        expiresIn: .milliseconds(Int64((expiry - now) * 1_000))
+        expiresIn: Self.timeLeft(until: expiry, now: now)
       )
     }
     return try await self.pool.write { db -> SessionAcquisition<State> in
@@ -253,25 +254,30 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
           """,
         arguments: [text]
       )
-      let currentOwner: String? = current?["owner"]
-      let expiry: Double = current?["lease_expiry"] ?? 0
-      var token: Int64 = current?["token"] ?? Int64(Self.firstLeaseToken())
+      let currentOwner: String? = try current?.stored("owner", of: text)
+      let expiry: Double = try current?.stored("lease_expiry", of: text) ?? 0
+      let stored: Int64? = try current?.stored("token", of: text)
       if let currentOwner, currentOwner != owner, expiry > now {
         return .heldBy(
           owner: currentOwner,
-          address: current?["owner_address"],
-          expiresIn: .milliseconds(Int64((expiry - now) * 1_000))
+          address: try current?.stored("owner_address", of: text),
+          expiresIn: Self.timeLeft(until: expiry, now: now)
         )
       }
       var state: State?
       var idempotency = IdempotencyRecord()
-      if let data: Data = current?["state"] {
-        state = try self.readState(text, version: current?["encoding_version"] ?? 1, data: data)
-        idempotency = try Self.readRecord(current?["idempotency_keys"], of: text)
+      if let current, let data: Data = try current.stored("state", of: text) {
+        let version: Int = try current.stored("encoding_version", of: text) ?? 1
+        state = try self.readState(text, version: version, data: data)
+        idempotency = try Self.readRecord(
+          try current.stored("idempotency_keys", of: text),
+          of: text
+        )
       }
       // Every acquisition is a new lease, the same owner's too: two instances under one owner
-      // name then refuse each other's saves instead of writing over them.
-      token += 1
+      // name then refuse each other's saves instead of writing over them. A token is a bit
+      // pattern (whatever a row holds, negative or the largest, is one), so it wraps.
+      let token = stored.map { $0 &+ 1 } ?? Int64(bitPattern: Self.firstLeaseToken())
       try db.execute(
         sql: """
           INSERT INTO \(table) (key, owner, owner_address, lease_expiry, token)
@@ -282,8 +288,14 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
           """,
         arguments: [text, owner, address, now + lease, token]
       )
-      return .acquired(token: UInt64(token), state: state, idempotency: idempotency)
+      return .acquired(token: UInt64(bitPattern: token), state: state, idempotency: idempotency)
     }
+  }
+
+  /// The time a lease expiring at `expiry` has left, at most a year: a row may hold any expiry
+  /// (one another program wrote, even an infinite one), and a `Duration` of it must not trap.
+  private static func timeLeft(until expiry: Double, now: Double) -> Duration {
+    .milliseconds(Int64(min(expiry - now, 365 * 86_400) * 1_000))
   }
 
   /// Reads `key`'s stored state without taking its lease; writes nothing.
@@ -296,8 +308,8 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
         sql: "SELECT state, encoding_version FROM \(table) WHERE key = ?",
         arguments: [text]
       )
-      guard let row, let data: Data = row["state"] else { return nil }
-      return (data, row["encoding_version"] ?? 1)
+      guard let row, let data: Data = try row.stored("state", of: text) else { return nil }
+      return (data, try row.stored("encoding_version", of: text) ?? 1)
     }
     guard let (data, version) = stored else { return nil }
     return try self.readState(text, version: version, data: data)
@@ -312,7 +324,7 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
       if let token {
         try db.execute(
           sql: "DELETE FROM \(table) WHERE key = ? AND token = ? AND owner = ?",
-          arguments: [text, Int64(token), owner]
+          arguments: [text, Int64(bitPattern: token), owner]
         )
       } else {
         try db.execute(
@@ -330,7 +342,7 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
         arguments: [text]
       )
       guard let holder else { return .saved }
-      return .staleToken(currentOwner: holder["owner"])
+      return .staleToken(currentOwner: try? holder.stored("owner", of: text))
     }
     if result == .saved {
       // NB: the log still holds the pages as they were before the delete until it is truncated.
@@ -408,7 +420,7 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
           throw SQLiteSessionStorageError.stateTooLarge(key: key, size: data.count)
         }
         let record = write.idempotency.map { Data($0.bytes) }
-        return (key, data, record, Int64(write.token))
+        return (key, data, record, Int64(bitPattern: write.token))
       }
       .mapError { Refusal(reason: "\($0)") }
     }
@@ -436,12 +448,13 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
         try update.execute(arguments: [data, self.stateVersion, keys, text, token, owner])
       }
       if db.changesCount == 1 { return .saved }
-      let current = try String.fetchOne(
+      let current = try Row.fetchOne(
         db,
         sql: "SELECT owner FROM \(self.table) WHERE key = ?",
         arguments: [key]
       )
-      return .staleToken(currentOwner: current)
+      // NB: an owner of another type is no owner to name; the batch's other writes stand.
+      return .staleToken(currentOwner: try? current?.stored("owner", of: key))
     }
   }
 
@@ -449,7 +462,7 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
   /// the keys it lost.
   public func renew(_ leases: [SessionLease<Key>], owner: String) async throws -> [Key] {
     let (table, now, lease) = (self.table, self.now, self.leaseSeconds)
-    let rows = try leases.map { (try self.text($0.key), Int64($0.token), $0.key) }
+    let rows = try leases.map { (try self.text($0.key), Int64(bitPattern: $0.token), $0.key) }
     var lost: [Key] = []
     for start in stride(from: 0, to: rows.count, by: Self.renewalChunk) {
       let chunk = rows[start..<min(start + Self.renewalChunk, rows.count)]
@@ -475,7 +488,7 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
   /// Gives up the leases `owner` still holds; a key never saved leaves no row.
   public func release(_ leases: [SessionLease<Key>], owner: String) async throws {
     let table = self.table
-    let rows = try leases.map { (try self.text($0.key), Int64($0.token)) }
+    let rows = try leases.map { (try self.text($0.key), Int64(bitPattern: $0.token)) }
     try await self.pool.write { db in
       for (text, token) in rows {
         try db.execute(
@@ -546,6 +559,28 @@ public enum SQLiteSessionStorageError: Error, CustomStringConvertible {
       "the key '\(key)…' is \(length) bytes long; SQLite sessions take keys up to 1024 bytes"
     case .stateTooLarge(let key, let size):
       "the state of '\(key)' is \(size) bytes once encoded; SQLite sessions take up to 16 MiB"
+    }
+  }
+}
+
+extension Row {
+  /// The value of `column`; `nil` for NULL.
+  ///
+  /// A value of another type there (a row another program or version wrote: SQLite keeps any
+  /// type in any column) throws ``SessionStateUnreadable`` naming the key and the column, where
+  /// GRDB's subscript traps.
+  fileprivate func stored<Value: DatabaseValueConvertible>(
+    _ column: String,
+    of key: String
+  ) throws -> Value? {
+    do {
+      return try self.decode(Value?.self, forColumn: column)
+    } catch {
+      throw SessionStateUnreadable(
+        key: key,
+        storedVersion: nil,
+        reason: "its row's \(column) column holds a value that is not \(Value.self)"
+      )
     }
   }
 }

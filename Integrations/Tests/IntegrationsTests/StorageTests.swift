@@ -165,6 +165,71 @@ func checkStorageContract(
     }
   }
 
+  @Test func storedRowsWithValuesOfAnotherTypeFailOnlyTheirKeysNamingTheColumn() async throws {
+    // SQLite keeps any type in any column: a row another program or version wrote is read with
+    // throwing decoders, never GRDB's trapping subscript, and a token is any 64-bit pattern.
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let path = directory.appendingPathComponent("carts.sqlite").path
+    func carts() async throws -> Carts {
+      let storage = try await SQLiteSessionStorage<String, Cart.State>(path: path)
+      return Carts(storage: storage, owner: "node-a") {
+        Cart.State(customer: $0)
+      } reducer: {
+        Cart()
+      }
+    }
+    let keys = [
+      "negative", "largest", "forever", "token", "owner", "expiry", "version", "state", "window",
+    ]
+    let first = try await carts()
+    for key in keys + ["fine"] {
+      try await first.send(.add(item: "apple", quantity: 1), to: key)
+    }
+    await first.shutdown(gracePeriod: .seconds(1))
+    for (key, value) in [
+      ("negative", "token = -5"), ("largest", "token = 9223372036854775807"),
+      ("forever", "owner = 'elsewhere', lease_expiry = 1e999"), ("token", "token = 'abc'"),
+      ("owner", "owner = x'ff', lease_expiry = 1e300"),
+      ("expiry", "lease_expiry = 'soon'"), ("version", "encoding_version = 'two'"),
+      ("state", "state = 7"), ("window", "idempotency_keys = 'none'"),
+    ] {
+      try sqlite(path, "UPDATE sessions SET \(value) WHERE key = '\(key)'")
+    }
+    let again = try await carts()
+    // Tokens at either end are tokens like any other.
+    for key in ["negative", "largest", "fine"] {
+      let cart = try await again.send(.add(item: "apple", quantity: 1), to: key, reading: { $0 })
+      #expect(cart.items == ["apple": 2])
+    }
+    // A lease that never expires is held, for as long as a `Retry-After` can say.
+    let held = await #expect(throws: SessionError.self) {
+      try await again.send(.add(item: "apple", quantity: 1), to: "forever")
+    }
+    #expect(held?.message.contains("'elsewhere'") == true)
+    #expect(again.owner(of: "forever")?.leaseLeft == .seconds(365 * 86_400))
+    for (key, named) in [
+      ("token", "token column"), ("owner", "owner column"), ("expiry", "lease_expiry column"),
+      ("version", "encoding_version column"), ("state", "state column"),
+      ("window", "idempotency record"),
+    ] {
+      let error = await #expect(throws: SessionError.self) {
+        try await again.send(.add(item: "apple", quantity: 1), to: key)
+      }
+      guard case .stateUnreadable(let failed, _, let message) = error else {
+        Issue.record("expected .stateUnreadable for \(key), got \(String(describing: error))")
+        continue
+      }
+      #expect(failed == key)
+      #expect(message.contains(named), "\(message)")
+    }
+    // A read without the lease fails the same way.
+    await #expect(throws: SessionStateUnreadable.self) {
+      _ = try await SQLiteSessionStorage<String, Cart.State>(path: path).load("version")
+    }
+    await again.shutdown(gracePeriod: .seconds(1))
+  }
+
   @Test func aTableWithAnotherSchemaIsRefusedNamingTheDifference() async throws {
     let directory = try temporaryDirectory()
     defer { try? FileManager.default.removeItem(at: directory) }
@@ -286,6 +351,57 @@ struct PostgresStorageTests {
         _ = try await PostgresSessionStorage<String, Cart.State>(client: client, table: table)
       }
       #expect(error?.description.contains("payload bytea") == true)
+    }
+  }
+
+  @Test func storedTokensAtEitherEndOfTheRangeAreServedOrRefusedNeverATrap() async throws {
+    try await withPostgres { client, table in
+      let storage = try await PostgresSessionStorage<String, Cart.State>(
+        client: client,
+        table: table
+      )
+      func carts() -> Carts {
+        Carts(storage: storage, owner: "a") {
+          Cart.State(customer: $0)
+        } reducer: {
+          Cart()
+        }
+      }
+      let first = carts()
+      for key in ["negative", "largest", "forever"] {
+        try await first.send(.add(item: "apple", quantity: 1), to: key)
+      }
+      await first.shutdown(gracePeriod: .seconds(1))
+      try await client.query("UPDATE \(unescaped: table) SET token = -5 WHERE key = 'negative'")
+      try await client.query(
+        "UPDATE \(unescaped: table) SET token = 9223372036854775807 WHERE key = 'largest'"
+      )
+      try await client.query(
+        """
+        UPDATE \(unescaped: table) SET owner = 'elsewhere', lease_expires_at = 'infinity'
+        WHERE key = 'forever'
+        """
+      )
+      let again = carts()
+      // Another program's token is a bit pattern like any other.
+      let negative = try await again.send(
+        .add(item: "apple", quantity: 1),
+        to: "negative",
+        reading: { $0 }
+      )
+      #expect(negative.items == ["apple": 2])
+      // The largest has no successor in PostgreSQL's int8: that key alone fails, saying so.
+      let largest = await #expect(throws: SessionError.self) {
+        try await again.send(.add(item: "apple", quantity: 1), to: "largest")
+      }
+      #expect(largest?.key == "largest")
+      // A lease that never expires is held by its owner.
+      let held = await #expect(throws: SessionError.self) {
+        try await again.send(.add(item: "apple", quantity: 1), to: "forever")
+      }
+      #expect(held?.message.contains("'elsewhere'") == true, "\(String(describing: held))")
+      try await again.send(.add(item: "apple", quantity: 1), to: "alice")
+      await again.shutdown(gracePeriod: .seconds(1))
     }
   }
 
