@@ -287,7 +287,7 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
   /// One statement; a state that cannot be read gives the lease back. Every acquisition takes a
   /// new fencing token, the owner's own too: a save of its earlier activation that was given up
   /// on (no answer in time) but reaches the database later is refused, not written over what
-  /// this activation saves.
+  /// this activation saves. A token is a bit pattern: past the largest `int8` it wraps.
   public func acquire(
     _ key: Key,
     owner: String,
@@ -304,7 +304,8 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
           \(Int64(bitPattern: Self.firstLeaseToken()))
         FROM (SELECT \(unescaped: self.lockWaitSetting)) AS settings
         ON CONFLICT (key) DO UPDATE SET
-          token = t.token + 1,
+          token = CASE WHEN t.token = 9223372036854775807 THEN -9223372036854775808
+            ELSE t.token + 1 END,
           owner = excluded.owner,
           owner_address = excluded.owner_address,
           lease_expires_at = excluded.lease_expires_at
