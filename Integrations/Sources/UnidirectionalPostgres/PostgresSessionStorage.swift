@@ -12,7 +12,8 @@ import Unidirectional
 /// ```
 ///
 /// - One row per key: the state (JSON, with the app's `stateVersion` and the session's idempotency
-///   keys), and the lease: its owner, its expiry and its fencing token.
+///   keys), and the lease: its owner, its expiry and its fencing token. A row's key is the key's
+///   `String(describing:)`, so two keys must never describe themselves alike.
 /// - Lease times are the database server's (`now()`), so instances on different machines agree.
 /// - A save checks the token in the same statement that writes (`UPDATE … WHERE token = …`): a
 ///   stale owner can never overwrite. A batch of saves is one statement. Every acquisition takes

@@ -22,7 +22,8 @@ import Unidirectional
 /// - ``erase(_:token:owner:)`` deletes with `secure_delete` on and truncates the write-ahead log,
 ///   so no text of an erased session is left in the database's files.
 /// - A key never saved leaves no row: reads take no lease, and a lease released with no state
-///   removes its row.
+///   removes its row. A row's key is the key's `String(describing:)`, so two keys must never
+///   describe themselves alike.
 /// - Leases expire on this machine's wall clock (an SQLite file is shared by the processes of
 ///   one machine).
 public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable & Sendable>:
