@@ -64,11 +64,10 @@ struct CartServerCommand {
       case "--table": options.table = value
       case "--log-level": options.logLevel = try logLevel(value, flag)
       case "--advertise":
-        guard let url = URL(string: value), ["http", "https"].contains(url.scheme), url.host != nil
-        else {
+        guard let address = httpAddress(value) else {
           throw UsageError("--advertise takes an address like http://10.0.0.7:8080, not '\(value)'")
         }
-        options.advertise = value
+        options.advertise = address
       default:
         throw UsageError(
           """
@@ -92,10 +91,10 @@ struct CartServerCommand {
       guard let value = rest.popFirst() else { throw UsageError("\(flag) needs a value") }
       switch flag {
       case "--url":
-        guard URL(string: value)?.host != nil else {
+        guard let address = httpAddress(value) else {
           throw UsageError("--url takes an address like http://127.0.0.1:8080, not '\(value)'")
         }
-        urls.append(value)
+        urls.append(address)
       case "--clients": options.clients = try number(value, flag, in: 1...10_000)
       case "--seconds": options.seconds = try number(value, flag, in: 1...86_400)
       case "--customers": options.customers = try number(value, flag, in: 1...100_000_000)
@@ -112,6 +111,20 @@ struct CartServerCommand {
       throw UsageError("\(flag) takes one of \(levels), not '\(text)'")
     }
     return level
+  }
+
+  /// `text` as an address a request's path is appended to; `nil` if it is not one.
+  ///
+  /// An instance's address is forwarded to: http or https, a host, a port a socket can take if one
+  /// is given, and nothing after it but a slash, which is dropped. `http://10.0.0.7:8080/x` would
+  /// forward to `/x/carts/…`, and an address with no host or port 99999 to nowhere.
+  static func httpAddress(_ text: String) -> String? {
+    guard let url = URL(string: text), let scheme = url.scheme, ["http", "https"].contains(scheme),
+      let host = url.host, !host.isEmpty, url.user == nil, url.password == nil,
+      url.query == nil, url.fragment == nil, url.path.isEmpty || url.path == "/",
+      (url.port.map { (1...65_535).contains($0) } ?? true)
+    else { return nil }
+    return text.hasSuffix("/") ? String(text.dropLast()) : text
   }
 
   /// A whole number in `range` (a port a socket can take, a lease the storage can count).

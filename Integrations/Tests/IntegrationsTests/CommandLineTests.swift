@@ -18,6 +18,14 @@ import Testing
     #expect(options.owner == "node-a")
     #expect(options.ownerName == "node-a")
     #expect(options.advertise == "http://10.0.0.7:9000")
+    // A trailing slash is dropped, and an address with no port or over IPv6 is taken.
+    for (given, kept) in [
+      ("http://10.0.0.7:9000/", "http://10.0.0.7:9000"),
+      ("https://carts.internal", "https://carts.internal"),
+      ("http://[::1]:9000", "http://[::1]:9000"),
+    ] {
+      #expect(try CartServerCommand.parseServe(["--advertise", given]).advertise == kept)
+    }
     #expect(
       options.storage == .postgres(host: "127.0.0.1", port: 5432, user: "me", database: "carts")
     )
@@ -56,6 +64,15 @@ import Testing
       (["--advertise", "not a url"], "--advertise"),
       (["--advertise", "ftp://10.0.0.7:9000"], "--advertise"),
       (["--advertise", "http://"], "--advertise"),
+      // Each of these started a server that no other instance could forward to: the address is
+      // the start of every forwarded request's URL.
+      (["--advertise", "http://:9000"], "--advertise"),
+      (["--advertise", "http://10.0.0.7:99999"], "--advertise"),
+      (["--advertise", "http://10.0.0.7:0"], "--advertise"),
+      (["--advertise", "http://10.0.0.7:9000/prefix"], "--advertise"),
+      (["--advertise", "http://10.0.0.7:9000?x=1"], "--advertise"),
+      (["--advertise", "http://10.0.0.7:9000#top"], "--advertise"),
+      (["--advertise", "http://user@10.0.0.7:9000"], "--advertise"),
       (["--port", "-1"], "--port"),
       (["--port", "eighty"], "--port"),
       // Each of these trapped, spun or listened elsewhere: a port a socket cannot take (70000
@@ -95,7 +112,8 @@ import Testing
     #expect(many.urls == ["http://127.0.0.1:8001", "http://127.0.0.1:8002"])
     #expect(many.clients == 4)
     let bad = [
-      ["--url", "nowhere"], ["--clients", "0"], ["--seconds", "x"], ["--url"],
+      ["--url", "nowhere"], ["--url", "http://:8080"], ["--url", "http://127.0.0.1:8080/x"],
+      ["--clients", "0"], ["--seconds", "x"], ["--url"],
       ["--clients", "10000000"], ["--customers", "0"], ["--seconds", "99999999999"],
     ]
     for arguments in bad {
