@@ -4,6 +4,8 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 import Prometheus
+import ServiceLifecycle
+import Synchronization
 import Unidirectional
 import UnidirectionalServer
 
@@ -137,13 +139,7 @@ func makeRouter(
       status: .ok,
       headers: [.contentType: "text/event-stream", .cacheControl: "no-cache"],
       body: ResponseBody { writer in
-        // NB: ends on graceful shutdown, before the server waits for open connections (an
-        // endless stream would hold the shutdown), or when the cart passivates.
-        for await state in store.states.cancelOnGracefulShutdown() {
-          let json = String(decoding: try JSONEncoder().encode(CartBody(state)), as: UTF8.self)
-          try await writer.write(ByteBuffer(string: "data: \(json)\n\n"))
-        }
-        try await writer.finish(nil)
+        try await streamEvents(of: customer, from: store, carts: carts, to: &writer)
       }
     )
   }
@@ -210,7 +206,7 @@ func requestID(_ idempotencyKey: String?) -> UInt64 {
 
 /// A cart as the routes answer it: its customer, items and version (what it remembers of its
 /// refusals stays in storage).
-struct CartBody: Encodable {
+struct CartBody: Encodable, Equatable {
   var customer: String
   var items: [String: Int]
   var version: Int
@@ -220,6 +216,53 @@ struct CartBody: Encodable {
     self.items = cart.items
     self.version = cart.version
   }
+}
+
+/// Writes `customer`'s cart as it is, then after each change, until the server shuts down.
+///
+/// The stream follows the cart from one store to the next: a cart that passivates while watched
+/// (idle, or pushed out by capacity) or is erased is activated again, and the stream goes on with
+/// what changed meanwhile, if anything. It ends on graceful shutdown (before the server waits for
+/// open connections: an endless stream would hold the shutdown), or when the cart cannot be
+/// activated here (another instance owns it now: a client that reconnects is forwarded there).
+private func streamEvents(
+  of customer: String,
+  from first: Store<Cart.State, Cart.Action>,
+  carts: Carts,
+  to writer: inout any ResponseBodyWriter
+) async throws {
+  let shuttingDown = ShutdownFlag()
+  try await withGracefulShutdownHandler {
+    var store = first
+    var last: CartBody?
+    while true {
+      for await state in store.states.cancelOnGracefulShutdown() {
+        let body = CartBody(state)
+        // NB: a store activated again starts with the state the last one ended with.
+        guard body != last else { continue }
+        last = body
+        let json = String(decoding: try JSONEncoder().encode(body), as: UTF8.self)
+        try await writer.write(ByteBuffer(string: "data: \(json)\n\n"))
+      }
+      // NB: a cancelled task's `states` end at once: without the check, this would loop.
+      guard !shuttingDown.isSet, !Task.isCancelled,
+        let next = try? await carts.activatedStore(for: customer)
+      else { break }
+      store = next
+    }
+  } onGracefulShutdown: {
+    shuttingDown.set()
+  }
+  try await writer.finish(nil)
+}
+
+/// Whether graceful shutdown has begun, as a stream's loop checks it between stores.
+private final class ShutdownFlag: Sendable {
+  private let value = Atomic(false)
+
+  var isSet: Bool { self.value.load(ordering: .acquiring) }
+
+  func set() { self.value.store(true, ordering: .releasing) }
 }
 
 /// The path parameter `name`, percent-decoded and checked: 1 to 256 bytes of UTF-8.
