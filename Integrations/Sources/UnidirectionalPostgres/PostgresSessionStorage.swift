@@ -28,6 +28,10 @@ import Unidirectional
 ///   a newer one, or one that does not decode or migrate, throws ``SessionStateUnreadable`` for its
 ///   key and is left as it is.
 /// - A state past ``maximumStateSize`` is refused on its own; the rest of its batch is saved.
+/// - ``erase(_:token:owner:)`` deletes the row in the statement that checks the lease. As with any
+///   PostgreSQL delete, its bytes stay in the table's pages until vacuum reclaims them, and in the
+///   write-ahead log and backups until they rotate: physical erasure is the operator's (a
+///   `VACUUM` of the table after erasures, and the retention of logs and backups).
 ///
 /// The initializer queries the database, so the client must already be running. Run it as a child
 /// task of a group around the whole service, cancelled after the service group (and with it the
