@@ -1,3 +1,4 @@
+import ExampleFeatures
 import Foundation
 import Testing
 
@@ -158,6 +159,22 @@ import Glibc
     let result = try await runExample("readme-example", [])
     #expect(result.status == 0)
     #expect(result.output == "count: -1\ncount: 0\n")
+  }
+
+  @Test func effectsBasicsQuitsWithLinesLeftUnreadAndSaysBye() async throws {
+    // The reader thread framed every line and ended before `quit` was read: the credits the
+    // unread lines took were never given back when the semaphore holding them went.
+    let input = "q\n" + String(repeating: "+\n", count: 10)
+    let result = try await runExample("effects-basics", [], input: Data(input.utf8))
+    #expect(result.status == 0, "\(result.error)")
+    #expect(result.output.hasSuffix("> q\nbye\n"))
+  }
+
+  @Test func creditsMayGoWithCreditsStillTaken() {
+    // A consumer that stops early (a quit, a server's shutdown) leaves credits taken.
+    let credits = creditSemaphore(64)
+    for _ in 0..<10 { credits.wait() }
+    for _ in 0..<3 { credits.signal() }
   }
 
   @Test func effectsBasicsSurvivesRandomBytes() async throws {

@@ -133,7 +133,7 @@ struct InputLines: AsyncSequence {
 
   func makeAsyncIterator() -> Iterator {
     let (items, continuation) = AsyncStream.makeStream(of: LineFramer.Item.self)
-    let credits = DispatchSemaphore(value: 64)
+    let credits = creditSemaphore(64)
     let maximumLength = self.maximumLength
     startThread {
       var framer = LineFramer(maximum: maximumLength)

@@ -1,3 +1,5 @@
+public import Dispatch
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -76,4 +78,16 @@ public func startThread(_ body: @escaping @Sendable () -> Void) {
   pthread_attr_destroy(&attributes)
   precondition(created == 0, "pthread_create failed: \(created)")
   pthread_detach(thread)
+}
+
+/// A semaphore holding `count` credits: a reader thread takes one before it hands over an item,
+/// and its consumer gives one back as it takes an item (back-pressure between the two).
+///
+/// NB: made at 0 and given its credits after, not made with `value: count`: libdispatch traps when
+/// a semaphore goes while its value is below the one it was made with, and a consumer that stops
+/// early (a `quit`, a shutdown) leaves credits taken.
+public func creditSemaphore(_ count: Int) -> DispatchSemaphore {
+  let semaphore = DispatchSemaphore(value: 0)
+  for _ in 0..<count { semaphore.signal() }
+  return semaphore
 }

@@ -87,7 +87,7 @@ public final class LineServer: Sendable {
     self.sockets.withLock { $0[ObjectIdentifier(socket)] = socket }
     let (items, continuation) = AsyncStream.makeStream(of: LineFramer.Item.self)
     // Back-pressure: the reader stops reading (and TCP stops the client) while 256 lines wait.
-    let credits = DispatchSemaphore(value: 256)
+    let credits = creditSemaphore(256)
     Task {
       for await item in items {
         credits.signal()
