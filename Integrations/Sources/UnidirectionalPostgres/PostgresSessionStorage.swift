@@ -123,7 +123,8 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     guard table.range(of: "^[a-z_][a-z0-9_]{0,62}$", options: .regularExpression) != nil else {
       throw PostgresSessionStorageError.invalidTable(table)
     }
-    guard stateVersion >= 1 else {
+    // NB: stored in an `integer` column.
+    guard (1...Int(Int32.max)).contains(stateVersion) else {
       throw PostgresSessionStorageError.invalidStateVersion(stateVersion)
     }
     guard concurrentSaves >= 1 else {

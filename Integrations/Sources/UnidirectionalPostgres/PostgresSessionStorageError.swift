@@ -2,7 +2,7 @@
 public enum PostgresSessionStorageError: Error, CustomStringConvertible {
   /// The table name is not a plain lowercase identifier.
   case invalidTable(String)
-  /// A state version below 1.
+  /// A state version below 1, or past what PostgreSQL's `integer` holds.
   case invalidStateVersion(Int)
   /// Fewer than one save in flight.
   case invalidConcurrentSaves(Int)
@@ -25,7 +25,7 @@ public enum PostgresSessionStorageError: Error, CustomStringConvertible {
     case .invalidTable(let table):
       "'\(table)' is not a valid table name (lowercase letters, digits and '_', at most 63)"
     case .invalidStateVersion(let version):
-      "the state version must be at least 1, not \(version)"
+      "the state version must be from 1 to 2147483647, not \(version)"
     case .invalidConcurrentSaves(let count):
       "concurrentSaves must be at least 1, not \(count)"
     case .invalidLeaseDuration(let duration):

@@ -136,6 +136,16 @@ func checkStorageContract(
       _ = try await PostgresSessionStorage<String, Cart.State>(client: client, leaseDuration: .zero)
     }
     #expect(lease?.description == "the lease duration must be positive, not 0.0 seconds")
+    // The version column is PostgreSQL's `integer`: a larger version trapped at the first save.
+    let version = await #expect(throws: PostgresSessionStorageError.self) {
+      _ = try await PostgresSessionStorage<String, Cart.State>(
+        client: client,
+        stateVersion: Int(Int32.max) + 1
+      )
+    }
+    #expect(
+      version?.description == "the state version must be from 1 to 2147483647, not 2147483648"
+    )
   }
 
   @Test func anSQLiteStorageRefusesALeaseOfNoTimeBeforeItOpensTheFile() async throws {
