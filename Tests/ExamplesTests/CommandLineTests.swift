@@ -185,3 +185,103 @@ import Glibc
     #expect(result.output.hasSuffix("bye\n"))
   }
 }
+
+extension CommandLineTests {
+  @Test func theLineServerServesOnWithMoreClientsThanItHasDescriptors() async throws {
+    let executable = URL(fileURLWithPath: CommandLine.arguments[0])
+      .deletingLastPathComponent().appendingPathComponent("line-server")
+    let (first, later, status) = try await offThePool { () throws -> (String, String, Int32) in
+      let process = Process()
+      process.executableURL = URL(fileURLWithPath: "/bin/sh")
+      process.arguments = ["-c", #"ulimit -n 48 && exec "$0" serve --port 0"#, executable.path]
+      let output = Pipe()
+      process.standardOutput = output
+      process.standardError = FileHandle.nullDevice
+      try process.run()
+      let listening = readLine(from: output, containing: "listening on")
+      guard let range = listening.range(of: #"127\.0\.0\.1:\d+"#, options: .regularExpression),
+        let port = UInt16(listening[range].split(separator: ":").last ?? "")
+      else {
+        process.terminate()
+        throw ExampleError("line-server did not start: '\(listening)'")
+      }
+      // Five times the clients the server may hold with 48 descriptors: it takes the first and
+      // keeps the rest waiting. (It used to accept until it ran out, then stop accepting for good,
+      // or crash in libdispatch, which opens a file every second.)
+      let crowd = (0..<80).map { _ in connectToLoopback(port: port) }
+      let first = exchange("inc", on: crowd[0])
+      for socket in crowd { close(socket) }
+      let client = connectToLoopback(port: port)
+      let later = exchange("inc", on: client)
+      close(client)
+      process.interrupt()
+      process.waitUntilExit()
+      return (first, later, process.terminationStatus)
+    }
+    #expect(first == "1\n")
+    #expect(later == "1\n")
+    #expect(status == 0)
+  }
+}
+
+extension CommandLineTests {
+  @Test func aLoadPastTheDescriptorLimitIsRefusedSayingSo() async throws {
+    let executable = URL(fileURLWithPath: CommandLine.arguments[0])
+      .deletingLastPathComponent().appendingPathComponent("line-server")
+    let (status, error) = try await offThePool { () throws -> (Int32, String) in
+      let process = Process()
+      process.executableURL = URL(fileURLWithPath: "/bin/sh")
+      process.arguments = [
+        "-c", #"ulimit -n 100 && exec "$0" load --clients 200 --commands 10"#, executable.path,
+      ]
+      let errors = Pipe()
+      process.standardOutput = FileHandle.nullDevice
+      process.standardError = errors
+      try process.run()
+      let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+      process.waitUntilExit()
+      return (process.terminationStatus, text)
+    }
+    #expect(status == 1)
+    #expect(error.contains("clients need") && error.contains("raise ulimit -n"), "\(error)")
+  }
+}
+
+/// Sends `command` on `socket` and reads the reply (empty if the connection ended).
+private func exchange(_ command: String, on socket: Int32) -> String {
+  _ = (command + "\n").withCString { send(socket, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+  var buffer = [UInt8](repeating: 0, count: 256)
+  let count = recv(socket, &buffer, buffer.count, 0)
+  return String(decoding: buffer.prefix(max(count, 0)), as: UTF8.self)
+}
+
+/// Reads `pipe` until a line containing `text` (or its end); what it read.
+private func readLine(from pipe: Pipe, containing text: String) -> String {
+  var data = Data()
+  while !String(decoding: data, as: UTF8.self).contains(text) {
+    let chunk = pipe.fileHandleForReading.availableData
+    if chunk.isEmpty { break }
+    data.append(chunk)
+  }
+  return String(decoding: data, as: UTF8.self)
+}
+
+/// A TCP connection to 127.0.0.1:`port` (its descriptor; -1 if it failed).
+private func connectToLoopback(port: UInt16) -> Int32 {
+  let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+  var address = sockaddr_in()
+  address.sin_family = sa_family_t(AF_INET)
+  address.sin_port = port.bigEndian
+  address.sin_addr.s_addr = inet_addr("127.0.0.1")
+  let connected = withUnsafePointer(to: &address) {
+    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+      connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+    }
+  }
+  return connected == 0 ? socket : -1
+}
+
+private struct ExampleError: Error, CustomStringConvertible {
+  let description: String
+  init(_ description: String) { self.description = description }
+}

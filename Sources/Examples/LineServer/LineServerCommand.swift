@@ -45,6 +45,7 @@ struct LineServerCommand {
         exit(1)
       }
       print("line-server: listening on 127.0.0.1:\(server.port) (Ctrl-C to stop)")
+      fflush(nil)  // a process reading the port from a pipe gets it now
       await waitForInterrupt()
       let closed = await server.shutdown(gracePeriod: .seconds(2))
       print("line-server: shut down, closed \(closed) connection\(closed == 1 ? "" : "s")")

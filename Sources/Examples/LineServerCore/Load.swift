@@ -120,6 +120,18 @@ private func format(_ value: Double) -> String {
 /// Starts a server on an ephemeral loopback port, drives it, shuts it down, and reports.
 public func runLoad(_ options: LoadOptions) async throws -> LoadReport {
   let server = try LineServer(port: 0, idleTimeout: .seconds(60))
+  // NB: the clients' sockets and the server's share this process's descriptors; past them a
+  // connect fails, or libdispatch, which opens a file every second, crashes the process.
+  let clients = options.clients + options.resettingClients + options.garbageClients
+  guard clients <= server.maximumConnections / 2 else {
+    _ = await server.shutdown(gracePeriod: .zero)
+    throw LoadTooLarge(
+      description: """
+        \(clients) clients need \(2 * clients) descriptors (both ends of each connection), and \
+        this process may use \(server.maximumConnections) (raise ulimit -n, or ask for fewer)
+        """
+    )
+  }
   let start = ContinuousClock.now
   let deadline = start.advanced(by: options.timeLimit)
   let progress = Progress()
@@ -382,4 +394,9 @@ private func readTwoIntegers(
 public func writeToStandardError(_ text: String) {
   var text = text
   text.withUTF8 { bytes in _ = write(STDERR_FILENO, bytes.baseAddress, bytes.count) }
+}
+
+/// A load the process's descriptor limit cannot hold.
+struct LoadTooLarge: Error, CustomStringConvertible {
+  let description: String
 }

@@ -26,6 +26,16 @@ public final class LineServer: Sendable {
   private let accepted = Atomic<Int>(0)
   private let idleTimeout: Duration
   private let clock: any Clock<Duration>
+  /// One credit per connection the server may hold open (``maximumConnections``).
+  private let slots: DispatchSemaphore
+
+  /// The most connections the server holds open at once; clients past it wait in the listen
+  /// backlog until one closes.
+  ///
+  /// Its descriptor limit less a reserve for everything else: the process must never run out of
+  /// descriptors, since libdispatch's worker monitor opens a file every second and crashes the
+  /// process when it cannot.
+  public let maximumConnections: Int
 
   /// Starts listening on 127.0.0.1:`port` (0 picks a free port) and accepting clients.
   public init(
@@ -38,6 +48,8 @@ public final class LineServer: Sendable {
     self.port = boundPort
     self.idleTimeout = idleTimeout
     self.clock = clock
+    self.maximumConnections = Self.connectionLimit()
+    self.slots = creditSemaphore(self.maximumConnections)
     startThread { [self] in self.acceptLoop() }
   }
 
@@ -53,6 +65,7 @@ public final class LineServer: Sendable {
   /// Returns how many were open.
   public func shutdown(gracePeriod: Duration) async -> Int {
     self.listener.shutdown()
+    self.slots.signal()  // an accept loop waiting for a slot finds the listener shut down
     let closed = await self.connections.shutdown(gracePeriod: gracePeriod)
     let open = self.sockets.withLock { sockets in
       defer { sockets = [:] }
@@ -63,10 +76,23 @@ public final class LineServer: Sendable {
   }
 
   private func acceptLoop() {
-    while let socket = self.listener.accept() {
+    while true {
+      self.slots.wait()
+      guard let socket = self.listener.accept() else { return }
       self.accepted.add(1, ordering: .relaxed)
       self.serve(socket)
     }
+  }
+
+  /// The descriptor limit less a reserve of 32 for the listener, standard streams and the
+  /// runtime's own files; at least 1.
+  private static func connectionLimit() -> Int {
+    var limit = rlimit()
+    guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else {
+      return 1_024
+    }
+    // NB: an unlimited soft limit reads as the largest value.
+    return max(1, Int(min(limit.rlim_cur, 65_568)) - 32)
   }
 
   private func serve(_ socket: Socket) {
@@ -82,6 +108,7 @@ public final class LineServer: Sendable {
     }
     guard self.connections.insert(store) else {
       socket.write("error: the server is shutting down\n")
+      self.slots.signal()
       return
     }
     self.sockets.withLock { $0[ObjectIdentifier(socket)] = socket }
@@ -105,6 +132,7 @@ public final class LineServer: Sendable {
       self.sockets.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(socket)) }
       socket.shutdown()
       credits.signal()  // a reader waiting for a credit sees the end
+      self.slots.signal()
     }
     startThread {
       var framer = LineFramer(maximum: Connection.maximumLineLength)

@@ -70,12 +70,30 @@ final class Socket: Sendable {
   }
 
   /// Accepts a connection; `nil` once the listening socket was shut down.
+  ///
+  /// Out of descriptors or memory (clients past the process's limit), it waits and tries again,
+  /// from 5 ms doubling to a second, instead of ending the accept loop for good: the connections
+  /// it cannot take yet wait in the backlog until others close.
   func accept() -> Socket? {
+    var pause: UInt32 = 5_000
     while true {
       let descriptor = Glibc.accept(self.descriptor, nil, nil)
       if descriptor >= 0 { return Socket(descriptor: descriptor) }
-      if errno == EINTR || errno == ECONNABORTED { continue }
-      return nil
+      switch errno {
+      case EINTR, ECONNABORTED:
+        continue
+      case EMFILE, ENFILE, ENOBUFS, ENOMEM:
+        if pause == 5_000 {
+          let reason = String(cString: strerror(errno))
+          writeToStandardError(
+            "line-server: cannot accept a connection (\(reason)); trying again\n"
+          )
+        }
+        usleep(pause)
+        pause = min(pause * 2, 1_000_000)
+      default:
+        return nil
+      }
     }
   }
 
