@@ -5,7 +5,6 @@ import Hummingbird
 import NIOCore
 import Prometheus
 import ServiceLifecycle
-import Synchronization
 import Unidirectional
 import UnidirectionalServer
 
@@ -231,38 +230,24 @@ private func streamEvents(
   carts: Carts,
   to writer: inout any ResponseBodyWriter
 ) async throws {
-  let shuttingDown = ShutdownFlag()
-  try await withGracefulShutdownHandler {
-    var store = first
-    var last: CartBody?
-    while true {
-      for await state in store.states.cancelOnGracefulShutdown() {
-        let body = CartBody(state)
-        // NB: a store activated again starts with the state the last one ended with.
-        guard body != last else { continue }
-        last = body
-        let json = String(decoding: try JSONEncoder().encode(body), as: UTF8.self)
-        try await writer.write(ByteBuffer(string: "data: \(json)\n\n"))
-      }
-      // NB: a cancelled task's `states` end at once: without the check, this would loop.
-      guard !shuttingDown.isSet, !Task.isCancelled,
-        let next = try? await carts.activatedStore(for: customer)
-      else { break }
-      store = next
+  var store = first
+  var last: CartBody?
+  while true {
+    for await state in store.states.cancelOnGracefulShutdown() {
+      let body = CartBody(state)
+      // NB: a store activated again starts with the state the last one ended with.
+      guard body != last else { continue }
+      last = body
+      let json = String(decoding: try JSONEncoder().encode(body), as: UTF8.self)
+      try await writer.write(ByteBuffer(string: "data: \(json)\n\n"))
     }
-  } onGracefulShutdown: {
-    shuttingDown.set()
+    // NB: a cancelled task's `states` end at once: without the check, this would loop.
+    guard !Task.isShuttingDownGracefully, !Task.isCancelled,
+      let next = try? await carts.activatedStore(for: customer)
+    else { break }
+    store = next
   }
   try await writer.finish(nil)
-}
-
-/// Whether graceful shutdown has begun, as a stream's loop checks it between stores.
-private final class ShutdownFlag: Sendable {
-  private let value = Atomic(false)
-
-  var isSet: Bool { self.value.load(ordering: .acquiring) }
-
-  func set() { self.value.store(true, ordering: .releasing) }
 }
 
 /// The path parameter `name`, percent-decoded and checked: 1 to 256 bytes of UTF-8.
