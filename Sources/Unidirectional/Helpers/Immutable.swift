@@ -1,11 +1,11 @@
 /// A value the library shares across tasks though its type is not `Sendable`: a key path, or an
 /// `AnyHashable` identity.
-// Safety: the wrapped value is a `let`, never mutated after it is made, and the library only
-// reads it: it subscripts with a key path, and hashes, compares and describes an identity. Key
-// paths are immutable values built from stored and computed properties; an `AnyHashable`'s box
-// is immutable too. The library wraps nothing else. Its test:
+// The library only reads the wrapped value: it subscripts with a key path, and hashes, compares
+// and describes an identity. Key paths are immutable values built from stored and computed
+// properties; an `AnyHashable`'s box is immutable too. The library wraps nothing else. Its test:
 // `PrimitiveStressTests.anImmutableValueReadsTheSameFromEveryTask` (many tasks read one value at
 // once; CI runs it under ThreadSanitizer).
+// Safety: the value is a `let`, never mutated after it is made, and only read (as just said).
 @usableFromInline struct Immutable<Value>: @unchecked Sendable {
   @usableFromInline let value: Value
 
