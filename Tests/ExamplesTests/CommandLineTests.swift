@@ -2,6 +2,8 @@ import ExampleFeatures
 import Foundation
 import Testing
 
+@testable import LineServerCore
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -215,12 +217,10 @@ extension CommandLineTests {
       // Five times the clients the server may hold with 48 descriptors: it takes the first and
       // keeps the rest waiting. (It used to accept until it ran out, then stop accepting for good,
       // or crash in libdispatch, which opens a file every second.)
-      let crowd = (0..<80).map { _ in connectToLoopback(port: port) }
+      var crowd = try (0..<80).map { _ in try Socket.connect(port: port) }
       let first = exchange("inc", on: crowd[0])
-      for socket in crowd { close(socket) }
-      let client = connectToLoopback(port: port)
-      let later = exchange("inc", on: client)
-      close(client)
+      crowd.removeAll()  // a socket closes as it goes
+      let later = exchange("inc", on: try Socket.connect(port: port))
       process.interrupt()
       process.waitUntilExit()
       return (first, later, process.terminationStatus)
@@ -255,11 +255,12 @@ extension CommandLineTests {
 }
 
 /// Sends `command` on `socket` and reads the reply (empty if the connection ended).
-private func exchange(_ command: String, on socket: Int32) -> String {
-  _ = (command + "\n").withCString { send(socket, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
-  var buffer = [UInt8](repeating: 0, count: 256)
-  let count = recv(socket, &buffer, buffer.count, 0)
-  return String(decoding: buffer.prefix(max(count, 0)), as: UTF8.self)
+private func exchange(_ command: String, on socket: Socket) -> String {
+  socket.write(command + "\n")
+  let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256, alignment: 1)
+  defer { buffer.deallocate() }
+  let count = socket.read(into: buffer)
+  return String(decoding: UnsafeRawBufferPointer(rebasing: buffer[..<count]), as: UTF8.self)
 }
 
 /// Reads `pipe` until a line containing `text` (or its end); what it read.
@@ -271,21 +272,6 @@ private func readLine(from pipe: Pipe, containing text: String) -> String {
     data.append(chunk)
   }
   return String(decoding: data, as: UTF8.self)
-}
-
-/// A TCP connection to 127.0.0.1:`port` (its descriptor; -1 if it failed).
-private func connectToLoopback(port: UInt16) -> Int32 {
-  let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-  var address = sockaddr_in()
-  address.sin_family = sa_family_t(AF_INET)
-  address.sin_port = port.bigEndian
-  address.sin_addr.s_addr = inet_addr("127.0.0.1")
-  let connected = withUnsafePointer(to: &address) {
-    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-      connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-    }
-  }
-  return connected == 0 ? socket : -1
 }
 
 private struct ExampleError: Error, CustomStringConvertible {
