@@ -10,6 +10,10 @@ struct CartServerCommand {
   static func main() async {
     var arguments = Array(CommandLine.arguments.dropFirst())
     do {
+      if arguments.contains("--help") || arguments.contains("-h") {
+        print("usage: \(Self.usage)")
+        exit(0)
+      }
       if arguments.first == "load" {
         arguments.removeFirst()
         let options = try parseLoad(arguments)
@@ -48,6 +52,9 @@ struct CartServerCommand {
     }
     var rest = arguments[...]
     while let flag = rest.popFirst() {
+      guard Self.serveFlags.contains(flag) else {
+        throw UsageError("unknown option '\(flag)'. Usage: \(Self.usage)")
+      }
       guard let value = rest.popFirst() else { throw UsageError("\(flag) needs a value") }
       switch flag {
       case "--host": options.host = value
@@ -68,26 +75,37 @@ struct CartServerCommand {
           throw UsageError("--advertise takes an address like http://10.0.0.7:8080, not '\(value)'")
         }
         options.advertise = address
-      default:
-        throw UsageError(
-          """
-          unknown option '\(flag)'. Usage: cart-server [--host 127.0.0.1] [--port 8080] \
-          [--storage sqlite:PATH | postgres://USER@HOST:PORT/DB | memory] [--owner NAME] \
-          [--lease-seconds N] [--advertise URL] [--idle-seconds N] \
-          [--connection-idle-seconds N] [--table NAME] [--log-level LEVEL]; cart-server load --url URL [--url URL ...] \
-          [--clients 64] [--seconds 10] [--customers 1000]
-          """
-        )
+      default: throw UsageError("unknown option '\(flag)'. Usage: \(Self.usage)")
       }
     }
     return options
   }
+
+  /// The flags `cart-server` serves with, each followed by its value.
+  static let serveFlags: Set = [
+    "--host", "--port", "--storage", "--owner", "--lease-seconds", "--idle-seconds",
+    "--connection-idle-seconds", "--table", "--log-level", "--advertise",
+  ]
+
+  /// The flags of `cart-server load`, each followed by its value.
+  static let loadFlags: Set = ["--url", "--clients", "--seconds", "--customers"]
+
+  static let usage = """
+    cart-server [--host 127.0.0.1] [--port 8080] \
+    [--storage sqlite:PATH | postgres://USER@HOST:PORT/DB | memory] [--owner NAME] \
+    [--lease-seconds N] [--advertise URL] [--idle-seconds N] [--connection-idle-seconds N] \
+    [--table NAME] [--log-level LEVEL]; cart-server load --url URL [--url URL ...] \
+    [--clients 64] [--seconds 10] [--customers 1000]
+    """
 
   static func parseLoad(_ arguments: [String]) throws -> LoadOptions {
     var options = LoadOptions()
     var urls: [String] = []
     var rest = arguments[...]
     while let flag = rest.popFirst() {
+      guard Self.loadFlags.contains(flag) else {
+        throw UsageError("unknown load option '\(flag)'. Usage: \(Self.usage)")
+      }
       guard let value = rest.popFirst() else { throw UsageError("\(flag) needs a value") }
       switch flag {
       case "--url":
@@ -98,7 +116,7 @@ struct CartServerCommand {
       case "--clients": options.clients = try number(value, flag, in: 1...10_000)
       case "--seconds": options.seconds = try number(value, flag, in: 1...86_400)
       case "--customers": options.customers = try number(value, flag, in: 1...100_000_000)
-      default: throw UsageError("unknown load option '\(flag)'")
+      default: throw UsageError("unknown load option '\(flag)'. Usage: \(Self.usage)")
       }
     }
     if !urls.isEmpty { options.urls = urls }

@@ -87,6 +87,11 @@ import Testing
       (["--storage", "sqlite:"], "--storage"),
       (["--port"], "--port"),
       (["--bogus", "1"], "--bogus"),
+      // An unknown flag is named as one, with or without a value after it (this said "--bogus
+      // needs a value", and a stray word "extra needs a value").
+      (["--bogus"], "unknown option '--bogus'"),
+      (["extra"], "unknown option 'extra'"),
+      (["--port", "8080", "--prot", "9"], "unknown option '--prot'"),
       (["--connection-idle-seconds", "0"], "--connection-idle-seconds"),
       (["--connection-idle-seconds", "nan"], "--connection-idle-seconds"),
       (["--connection-idle-seconds", "inf"], "--connection-idle-seconds"),
@@ -121,5 +126,7 @@ import Testing
         try CartServerCommand.parseLoad(arguments)
       }
     }
+    let unknown = #expect(throws: UsageError.self) { try CartServerCommand.parseLoad(["--client"]) }
+    #expect(unknown?.description.hasPrefix("unknown load option '--client'") == true)
   }
 }

@@ -33,17 +33,26 @@ struct StartupFailureTests {
     #expect(message.hasPrefix("cart-server: cannot open the SQLite database at '\(path)'"))
     #expect(message.contains("file is not a database"))
   }
+
+  @Test func helpPrintsTheUsageAndStartsNothing() async throws {
+    for flag in ["--help", "-h"] {
+      let (status, message) = try await runCartServer(["--port", "1", flag], output: true)
+      #expect(status == 0)
+      #expect(message.hasPrefix("usage: cart-server [--host 127.0.0.1] [--port 8080]"))
+    }
+  }
 }
 
-/// Runs `cart-server` with `arguments` until it exits; its status and what it wrote to stderr.
-func runCartServer(_ arguments: [String]) async throws -> (Int32, String) {
+/// Runs `cart-server` with `arguments` until it exits; its status and what it wrote to stderr
+/// (to stdout, with `output`).
+func runCartServer(_ arguments: [String], output: Bool = false) async throws -> (Int32, String) {
   guard let binary = cartServerBinary else { throw LoadError("cart-server is not built") }
   let process = Process()
   process.executableURL = binary
   process.arguments = arguments
   let errors = Pipe()
-  process.standardError = errors
-  process.standardOutput = FileHandle.nullDevice
+  process.standardError = output ? FileHandle.nullDevice : errors
+  process.standardOutput = output ? errors : FileHandle.nullDevice
   try process.run()
   return await offThePool {
     let message = errors.fileHandleForReading.readDataToEndOfFile()
