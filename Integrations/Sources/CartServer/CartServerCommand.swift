@@ -69,6 +69,8 @@ struct CartServerCommand {
         }
         options.connectionIdleSeconds = seconds
       case "--table": options.table = value
+      case "--database-connections":
+        options.databaseConnections = try number(value, flag, in: 1...10_000)
       case "--log-level": options.logLevel = try logLevel(value, flag)
       case "--advertise":
         guard let address = httpAddress(value) else {
@@ -84,7 +86,7 @@ struct CartServerCommand {
   /// The flags `cart-server` serves with, each followed by its value.
   static let serveFlags: Set = [
     "--host", "--port", "--storage", "--owner", "--lease-seconds", "--idle-seconds",
-    "--connection-idle-seconds", "--table", "--log-level", "--advertise",
+    "--connection-idle-seconds", "--table", "--log-level", "--advertise", "--database-connections",
   ]
 
   /// The flags of `cart-server load`, each followed by its value.
@@ -94,7 +96,7 @@ struct CartServerCommand {
     cart-server [--host 127.0.0.1] [--port 8080] \
     [--storage sqlite:PATH | postgres://USER@HOST:PORT/DB | memory] [--owner NAME] \
     [--lease-seconds N] [--advertise URL] [--idle-seconds N] [--connection-idle-seconds N] \
-    [--table NAME] [--log-level LEVEL]; cart-server load --url URL [--url URL ...] \
+    [--table NAME] [--database-connections N] [--log-level LEVEL]; cart-server load --url URL [--url URL ...] \
     [--clients 64] [--seconds 10] [--customers 1000]
     """
 

@@ -18,7 +18,8 @@ typealias Carts = StoreRegistry<String, Cart>
 enum StorageChoice: Sendable, Equatable {
   case memory
   case sqlite(path: String)
-  case postgres(host: String, port: Int, user: String, database: String)
+  /// PostgreSQL; a password in the URL is used, else `PGPASSWORD`'s (libpq's convention).
+  case postgres(host: String, port: Int, user: String, password: String?, database: String)
 
   /// Parses `memory`, `sqlite:PATH` or `postgres://USER@HOST:PORT/DB`.
   init(parsing text: String) throws {
@@ -36,6 +37,8 @@ enum StorageChoice: Sendable, Equatable {
         host: host,
         port: url.port ?? 5432,
         user: user,
+        // NB: Foundation hands the user information over as written, percent-encoded.
+        password: url.password.map { $0.removingPercentEncoding ?? $0 },
         database: database.isEmpty ? user : database
       )
     } else {
@@ -50,7 +53,8 @@ enum StorageChoice: Sendable, Equatable {
     switch self {
     case .memory: "memory"
     case .sqlite(let path): "sqlite:\(path)"
-    case .postgres(let host, let port, let user, let database):
+    case .postgres(let host, let port, let user, _, let database):
+      // NB: never the password: this line is printed and logged.
       "postgres://\(user)@\(host):\(port)/\(database)"
     }
   }
@@ -82,6 +86,14 @@ struct ServeOptions: Sendable {
   var logLevel = Logger.Level.notice
   /// How the other instances reach this one (default `http://HOST:PORT`).
   var advertise: String?
+  /// The most connections this instance opens to PostgreSQL (`--database-connections`).
+  ///
+  /// Every instance's pool counts against the server's `max_connections` (100 by default, three
+  /// kept for superusers), so ten lets nine instances share a default server. Past it the server
+  /// refuses new connections, and postgres-nio's pool then queues every request behind its next
+  /// attempt instead of lending the connections it holds: six instances of twenty failed half
+  /// their requests. One instance serves as much with five connections as with twenty.
+  var databaseConnections = 10
   /// Names this run when it listens on any free port (see ``ownerName``).
   let run = UInt32.random(in: 0...UInt32.max)
   init() {}
@@ -127,18 +139,17 @@ func serve(
       logger: logger
     )
     try await serve(options, storage: storage, logger: logger, metrics: metrics)
-  case .postgres(let host, let port, let user, let database):
-    let client = PostgresClient(
-      configuration: .init(
-        host: host,
-        port: port,
-        username: user,
-        password: nil,
-        database: database,
-        tls: .disable
-      ),
-      backgroundLogger: logger
+  case .postgres(let host, let port, let user, let password, let database):
+    var configuration = PostgresClient.Configuration(
+      host: host,
+      port: port,
+      username: user,
+      password: password ?? ProcessInfo.processInfo.environment["PGPASSWORD"],
+      database: database,
+      tls: .disable
     )
+    configuration.options.maximumConnections = options.databaseConnections
+    let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
     try await withThrowingDiscardingTaskGroup { group in
       group.addTask { await client.run() }
       defer { group.cancelAll() }
@@ -155,8 +166,33 @@ func serve(
       } catch {
         throw UsageError("cannot use PostgreSQL at \(options.storage.kind): \(error)")
       }
+      await warnIfConnectionsMayRunOut(client, pool: options.databaseConnections, logger: logger)
       try await serve(options, storage: storage, logger: logger, metrics: metrics)
     }
+  }
+}
+
+/// Logs a warning when the server's free connections may not hold this instance's pool.
+///
+/// Other instances' pools grow with their load, so a pool that fits now may not later; this
+/// catches the plain misconfiguration (more instances of `pool` than `max_connections` holds).
+func warnIfConnectionsMayRunOut(_ client: PostgresClient, pool: Int, logger: Logger) async {
+  let query: PostgresQuery = """
+    SELECT current_setting('max_connections')::int
+      - current_setting('superuser_reserved_connections')::int,
+      (SELECT count(*)::int FROM pg_stat_activity WHERE backend_type = 'client backend')
+    """
+  guard let rows = try? await client.query(query).collect(),
+    let (allowed, open) = try? rows.first?.decode((Int, Int).self)
+  else { return }
+  if open + pool > allowed {
+    logger.warning(
+      """
+      PostgreSQL takes \(allowed) connections and \(open) are open: this instance's pool of \(pool) \
+      may be refused some, which stalls its requests. Lower --database-connections on every \
+      instance, or raise max_connections.
+      """
+    )
   }
 }
 

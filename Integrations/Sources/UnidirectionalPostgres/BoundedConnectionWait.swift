@@ -136,7 +136,13 @@ private final class ConnectionRace: Sendable {
 /// No connection of the pool was ready within the storage's wait.
 struct NoConnectionInTime: Error, CustomStringConvertible {
   let wait: Duration
-  var description: String { "no connection to the database was ready within \(self.wait)" }
+  var description: String {
+    """
+    no connection to the database was ready within \(self.wait) (it is out of reach, every \
+    connection is busy, or it refuses new ones, as it does once the pools of all instances \
+    together pass its max_connections)
+    """
+  }
 }
 
 /// A connection's statement had no answer within the storage's wait; the connection was closed.

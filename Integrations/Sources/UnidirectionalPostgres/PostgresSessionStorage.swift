@@ -21,6 +21,10 @@ import Unidirectional
 /// - No call waits without end: for a connection at most ``connectionWait``, for a lock at most
 ///   ``lockWait``, and for the database's answer at most ``answerWait`` (then the connection is
 ///   closed); each fails as ``PostgresSessionStorageError/databaseUnavailable(_:)``.
+/// - Every instance's client pool (`maximumConnections`, 20 unless set) counts against the
+///   server's `max_connections`: size them so all fit. Once PostgreSQL refuses a connection,
+///   postgres-nio's pool queues every statement behind its next attempt instead of lending the
+///   connections it holds, so sends stall until ``connectionWait`` and fail.
 /// - The table is created at start, or upgraded in place from an earlier release's, under an
 ///   advisory lock (instances starting together on a new database all start), then checked: a
 ///   table with other columns is refused, naming the difference.

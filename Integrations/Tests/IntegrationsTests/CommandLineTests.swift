@@ -27,8 +27,31 @@ import Testing
       #expect(try CartServerCommand.parseServe(["--advertise", given]).advertise == kept)
     }
     #expect(
-      options.storage == .postgres(host: "127.0.0.1", port: 5432, user: "me", database: "carts")
+      options.storage
+        == .postgres(host: "127.0.0.1", port: 5432, user: "me", password: nil, database: "carts")
     )
+    #expect(defaults.databaseConnections == 10)
+    #expect(
+      try CartServerCommand.parseServe(["--database-connections", "4"]).databaseConnections == 4
+    )
+  }
+
+  @Test func aPasswordInThePostgresURLIsUsedAndNeverPrinted() throws {
+    let options = try CartServerCommand.parseServe([
+      "--storage", "postgres://me:s%40cret@db.internal:6432/carts",
+    ])
+    #expect(
+      options.storage
+        == .postgres(
+          host: "db.internal",
+          port: 6432,
+          user: "me",
+          password: "s@cret",
+          database: "carts"
+        )
+    )
+    // The listening line and the logs name the database by this: no password in it.
+    #expect(options.storage.kind == "postgres://me@db.internal:6432/carts")
   }
 
   @Test func theLogLevelComesFromItsFlagOrTheEnvironment() throws {
@@ -96,6 +119,8 @@ import Testing
       (["--connection-idle-seconds", "nan"], "--connection-idle-seconds"),
       (["--connection-idle-seconds", "inf"], "--connection-idle-seconds"),
       (["--connection-idle-seconds", "-3"], "--connection-idle-seconds"),
+      (["--database-connections", "0"], "--database-connections"),
+      (["--database-connections", "many"], "--database-connections"),
     ]
     for (arguments, flag) in cases {
       let error = #expect(throws: UsageError.self, "\(arguments)") {

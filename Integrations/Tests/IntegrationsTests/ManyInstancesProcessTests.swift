@@ -119,3 +119,54 @@ struct MetricsProcessTests {
     try await client.shutdown()
   }
 }
+
+/// How many connections an instance opens: every instance's pool counts against one server's
+/// `max_connections`.
+@Suite(
+  .timeLimit(.minutes(2)),
+  .enabled(if: cartServerBinary != nil, "the cart-server binary is not built next to the tests"),
+  .enabled(if: postgresURL != nil, "POSTGRES_URL is not set: no PostgreSQL to test against")
+)
+struct DatabaseConnectionsProcessTests {
+  @Test func aBurstOfNewCartsIsServedWithNoMoreConnectionsThanTheFlagAllows() async throws {
+    // NB: a role of its own, to count this instance's connections apart from every other test's.
+    let role = "carts_pool_\(UInt32.random(in: 0...UInt32.max))"
+    try await withPostgres { client, table in
+      try await client.query("CREATE ROLE \(unescaped: role) LOGIN")
+      try await client.query("GRANT CREATE ON SCHEMA public TO \(unescaped: role)")
+      var address = URLComponents(url: postgresURL!, resolvingAgainstBaseURL: false)!
+      address.user = role
+      // A password in the address is taken (the server trusts loopback, so any will do).
+      address.password = "not-printed"
+      let server = try await CartServerProcess([
+        "--storage", address.string!, "--table", table, "--database-connections", "3",
+      ])
+      let http = HTTPClient(eventLoopGroupProvider: .singleton)
+      // 120 carts seen for the first time at once: an activation (a statement) and a save each.
+      let statuses = try await withThrowingTaskGroup(of: UInt.self) { group in
+        for index in 0..<120 {
+          group.addTask {
+            var request = HTTPClientRequest(url: server.url + "/carts/burst\(index)/items")
+            request.method = .POST
+            request.body = .bytes(ByteBuffer(string: #"{"item": "a", "quantity": 1}"#))
+            return try await http.execute(request, timeout: .seconds(30)).status.code
+          }
+        }
+        return try await group.reduce(into: []) { $0.append($1) }
+      }
+      #expect(statuses.allSatisfy { $0 == 200 }, "\(statuses.filter { $0 != 200 })")
+      let rows = try await client.query(
+        "SELECT count(*)::int FROM pg_stat_activity WHERE usename = \(role)"
+      )
+      let open = try await rows.collect().first?.decode(Int.self) ?? -1
+      #expect((1...3).contains(open), "\(open) connections open")
+      #expect(server.listeningLine.contains("(storage: postgres://\(role)@"))
+      #expect(!server.listeningLine.contains("not-printed"))
+      #expect(await server.stop(SIGTERM) == 0)
+      try await http.shutdown()
+      try await client.query("DROP TABLE IF EXISTS \(unescaped: table)")
+      try await client.query("REVOKE CREATE ON SCHEMA public FROM \(unescaped: role)")
+      try await client.query("DROP ROLE \(unescaped: role)")
+    }
+  }
+}

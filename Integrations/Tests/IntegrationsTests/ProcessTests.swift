@@ -18,6 +18,8 @@ let cartServerBinary: URL? = {
 final class CartServerProcess: Sendable {
   let process: Process
   let port: Int
+  /// The line it printed once it listened.
+  let listeningLine: String
   var url: String { "http://127.0.0.1:\(self.port)" }
 
   init(_ arguments: [String]) async throws {
@@ -48,6 +50,7 @@ final class CartServerProcess: Sendable {
       throw LoadError("cart-server did not start: '\(line)'")
     }
     self.port = port
+    self.listeningLine = line
   }
 
   /// A test that failed half-way leaves no server behind.
