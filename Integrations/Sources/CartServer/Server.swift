@@ -18,10 +18,9 @@ typealias Carts = StoreRegistry<String, Cart>
 enum StorageChoice: Sendable, Equatable {
   case memory
   case sqlite(path: String)
-  /// PostgreSQL; a password in the URL is used, else `PGPASSWORD`'s (libpq's convention).
-  case postgres(host: String, port: Int, user: String, password: String?, database: String)
+  case postgres(PostgresAddress)
 
-  /// Parses `memory`, `sqlite:PATH` or `postgres://USER@HOST:PORT/DB`.
+  /// Parses `memory`, `sqlite:PATH` or `postgres://USER@HOST:PORT/DB` (``PostgresAddress``).
   init(parsing text: String) throws {
     if text == "memory" {
       self = .memory
@@ -29,18 +28,8 @@ enum StorageChoice: Sendable, Equatable {
       let path = String(text.dropFirst("sqlite:".count))
       guard !path.isEmpty else { throw UsageError("--storage sqlite:PATH needs a path") }
       self = .sqlite(path: path)
-    } else if let url = URL(string: text), url.scheme == "postgres" || url.scheme == "postgresql",
-      let host = url.host, let user = url.user
-    {
-      let database = url.path.hasPrefix("/") ? String(url.path.dropFirst()) : url.path
-      self = .postgres(
-        host: host,
-        port: url.port ?? 5432,
-        user: user,
-        // NB: Foundation hands the user information over as written, percent-encoded.
-        password: url.password.map { $0.removingPercentEncoding ?? $0 },
-        database: database.isEmpty ? user : database
-      )
+    } else if let address = try PostgresAddress(parsing: text) {
+      self = .postgres(address)
     } else {
       throw UsageError(
         "--storage takes sqlite:PATH, postgres://USER@HOST:PORT/DB or memory, not '\(text)'"
@@ -53,9 +42,7 @@ enum StorageChoice: Sendable, Equatable {
     switch self {
     case .memory: "memory"
     case .sqlite(let path): "sqlite:\(path)"
-    case .postgres(let host, let port, let user, _, let database):
-      // NB: never the password: this line is printed and logged.
-      "postgres://\(user)@\(host):\(port)/\(database)"
+    case .postgres(let address): address.displayed
     }
   }
 }
@@ -139,21 +126,27 @@ func serve(
       logger: logger
     )
     try await serve(options, storage: storage, logger: logger, metrics: metrics)
-  case .postgres(let host, let port, let user, let password, let database):
-    var configuration = PostgresClient.Configuration(
-      host: host,
-      port: port,
-      username: user,
-      password: password ?? ProcessInfo.processInfo.environment["PGPASSWORD"],
-      database: database,
-      tls: .disable
+  case .postgres(let address):
+    // NB: postgres-nio says why a connection could not be made at `info`, and only there: a
+    // database refusing connections (too many, a certificate, a password) must reach the log.
+    var poolLogger = logger
+    poolLogger.logLevel = min(logger.logLevel, .info)
+    let client = PostgresClient(
+      configuration: address.clientConfiguration(maximumConnections: options.databaseConnections),
+      backgroundLogger: poolLogger
     )
-    configuration.options.maximumConnections = options.databaseConnections
-    let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
     try await withThrowingDiscardingTaskGroup { group in
       group.addTask { await client.run() }
       defer { group.cancelAll() }
       let storage: PostgresSessionStorage<String, Cart.State>
+      // NB: one connection first, for its error: the pool retries a failed connection quietly,
+      // and a storage that cannot start would say only that no connection came in time.
+      let failure = try await withTimeout(seconds: 10, "PostgreSQL at \(options.storage.kind)") {
+        await address.connectionFailure(logger: logger) ?? ""
+      }
+      guard failure.isEmpty else {
+        throw UsageError("cannot use PostgreSQL at \(options.storage.kind): \(failure)")
+      }
       do {
         storage = try await withTimeout(seconds: 10, "PostgreSQL at \(options.storage.kind)") {
           try await PostgresSessionStorage<String, Cart.State>(

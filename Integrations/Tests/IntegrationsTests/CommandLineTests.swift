@@ -28,7 +28,7 @@ import Testing
     }
     #expect(
       options.storage
-        == .postgres(host: "127.0.0.1", port: 5432, user: "me", password: nil, database: "carts")
+        == .postgres(PostgresAddress(host: "127.0.0.1", user: "me", database: "carts"))
     )
     #expect(defaults.databaseConnections == 10)
     #expect(
@@ -40,18 +40,57 @@ import Testing
     let options = try CartServerCommand.parseServe([
       "--storage", "postgres://me:s%40cret@db.internal:6432/carts",
     ])
-    #expect(
-      options.storage
-        == .postgres(
-          host: "db.internal",
-          port: 6432,
-          user: "me",
-          password: "s@cret",
-          database: "carts"
-        )
+    let address = PostgresAddress(
+      host: "db.internal",
+      port: 6432,
+      user: "me",
+      password: "s@cret",
+      database: "carts"
     )
+    #expect(options.storage == .postgres(address))
     // The listening line and the logs name the database by this: no password in it.
     #expect(options.storage.kind == "postgres://me@db.internal:6432/carts")
+    // With none in the URL, libpq's environment variable is used.
+    let bare = try #require(try PostgresAddress(parsing: "postgres://me@db.internal/carts"))
+    let environment = ["PGPASSWORD": "from-env"]
+    #expect(
+      bare.clientConfiguration(maximumConnections: 3, environment: environment).password
+        == "from-env"
+    )
+    #expect(bare.clientConfiguration(maximumConnections: 3, environment: [:]).password == nil)
+    #expect(
+      address.clientConfiguration(maximumConnections: 3, environment: environment).password
+        == "s@cret"
+    )
+  }
+
+  @Test func thePostgresURLTakesLibpqsTLSParametersAndRefusesOthersByName() throws {
+    func address(_ query: String) throws -> PostgresAddress? {
+      try PostgresAddress(parsing: "postgres://me@db.internal:5432/carts\(query)")
+    }
+    #expect(try address("")?.tls == .prefer)
+    #expect(try address("?sslmode=disable")?.tls == .disable)
+    #expect(try address("?sslmode=require")?.tls == .require)
+    #expect(try address("?sslmode=verify-ca")?.tls == .verifyCA)
+    let full = try address("?sslmode=verify-full&sslrootcert=/dev/null&application_name=carts")
+    #expect(full?.tls == .verifyFull)
+    #expect(full?.rootCertificates == "/dev/null")
+    #expect(full?.applicationName == "carts")
+    #expect(full?.displayed == "postgres://me@db.internal:5432/carts?sslmode=verify-full")
+    #expect(
+      full?.clientConfiguration(maximumConnections: 3).options.additionalStartupParameters.first?.1
+        == "carts"
+    )
+    let refused: [(String, String)] = [
+      ("?sslmode=verify", "sslmode takes one of disable, prefer, require, verify-ca, verify-full"),
+      ("?ssl_mode=require", "parameter 'ssl_mode'"),
+      ("?sslrootcert=/no/such/file", "sslrootcert '/no/such/file'"),
+    ]
+    for (query, message) in refused {
+      let error = #expect(throws: UsageError.self, "\(query)") { try address(query) }
+      #expect(error?.description.contains(message) == true, "\(String(describing: error))")
+    }
+    #expect(try PostgresAddress(parsing: "postgres://db.internal/carts") == nil)
   }
 
   @Test func theLogLevelComesFromItsFlagOrTheEnvironment() throws {

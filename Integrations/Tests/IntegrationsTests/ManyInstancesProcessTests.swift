@@ -170,3 +170,65 @@ struct DatabaseConnectionsProcessTests {
     }
   }
 }
+
+/// The certificate a test PostgreSQL with TLS presents (`.ci/postgres` makes one when it can).
+let postgresTLSRoot = ProcessInfo.processInfo.environment["POSTGRES_TLS_ROOT"]
+
+/// `--storage postgres://…?sslmode=…`: what each mode does against a server with TLS.
+@Suite(
+  .timeLimit(.minutes(2)),
+  .enabled(if: cartServerBinary != nil, "the cart-server binary is not built next to the tests"),
+  .enabled(if: postgresURL != nil, "POSTGRES_URL is not set: no PostgreSQL to test against"),
+  .enabled(if: postgresTLSRoot != nil, "POSTGRES_TLS_ROOT is not set: the PostgreSQL has no TLS")
+)
+struct PostgresTLSProcessTests {
+  @Test func eachSSLModeConnectsAsLibpqsDoesAndAnUntrustedCertificateIsRefusedSayingSo()
+    async throws
+  {
+    let role = "carts_tls_\(UInt32.random(in: 0...UInt32.max))"
+    try await withPostgres { client, table in
+      try await client.query("CREATE ROLE \(unescaped: role) LOGIN")
+      try await client.query("GRANT CREATE ON SCHEMA public TO \(unescaped: role)")
+      var address = URLComponents(url: postgresURL!, resolvingAgainstBaseURL: false)!
+      address.user = role
+      let root = postgresTLSRoot!
+      // The mode, and whether the instance's connections are encrypted.
+      let modes: [(String, Bool)] = [
+        ("", true), ("?sslmode=disable", false), ("?sslmode=require", true),
+        ("?sslmode=verify-full&sslrootcert=\(root)", true),
+      ]
+      for (query, encrypted) in modes {
+        let server = try await CartServerProcess([
+          "--storage", address.string! + query, "--table", table, "--database-connections", "2",
+        ])
+        let http = HTTPClient(eventLoopGroupProvider: .singleton)
+        var request = HTTPClientRequest(url: server.url + "/carts/tls/items")
+        request.method = .POST
+        request.body = .bytes(ByteBuffer(string: #"{"item": "a", "quantity": 1}"#))
+        let status = try await http.execute(request, timeout: .seconds(30)).status.code
+        #expect(status == 200, "\(query)")
+        let rows = try await client.query(
+          """
+          SELECT bool_and(s.ssl) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
+          WHERE a.usename = \(role)
+          """
+        )
+        let ssl = try await rows.collect().first?.decode(Bool?.self) ?? nil
+        #expect(ssl == encrypted, "\(query)")
+        #expect(await server.stop(SIGTERM) == 0)
+        try await http.shutdown()
+      }
+      // The server's certificate is trusted by no system root: verify-full without the file
+      // given refuses to start, naming the failure.
+      let (status, message) = try await runCartServer([
+        "--port", "0", "--storage", address.string! + "?sslmode=verify-full", "--table", table,
+      ])
+      #expect(status == 2)
+      #expect(message.hasPrefix("cart-server: cannot use PostgreSQL at postgres://\(role)@"))
+      #expect(message.lowercased().contains("certificate"), "\(message)")
+      try await client.query("DROP TABLE IF EXISTS \(unescaped: table)")
+      try await client.query("REVOKE CREATE ON SCHEMA public FROM \(unescaped: role)")
+      try await client.query("DROP ROLE \(unescaped: role)")
+    }
+  }
+}

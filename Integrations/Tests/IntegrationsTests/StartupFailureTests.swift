@@ -34,6 +34,23 @@ struct StartupFailureTests {
     #expect(message.contains("file is not a database"))
   }
 
+  @Test(.enabled(if: postgresURL != nil, "POSTGRES_URL is not set: no PostgreSQL to test against"))
+  func aPostgreSQLThatRefusesTheConnectionIsNamedWithItsReason() async throws {
+    // The pool retries a refused connection quietly: this said only that no connection was
+    // ready within 5 s, after waiting them, whatever the reason.
+    var address = URLComponents(url: postgresURL!, resolvingAgainstBaseURL: false)!
+    address.path = "/no_such_database"
+    let (status, message) = try await runCartServer(["--port", "0", "--storage", address.string!])
+    #expect(status == 2)
+    #expect(
+      message.hasSuffix(
+        "/no_such_database: database \"no_such_database\" does not exist (SQLSTATE 3D000)\n"
+      ),
+      "\(message)"
+    )
+    #expect(message.hasPrefix("cart-server: cannot use PostgreSQL at postgres://"))
+  }
+
   @Test func helpPrintsTheUsageAndStartsNothing() async throws {
     for flag in ["--help", "-h"] {
       let (status, message) = try await runCartServer(["--port", "1", flag], output: true)
