@@ -122,6 +122,9 @@ extension PostgresAddress {
       try? await connection.close()
       return nil
     } catch let error as PSQLError {
+      if error.code == .sslUnsupported {
+        return "the server does not take TLS, which sslmode=\(self.tls.rawValue) requires"
+      }
       if let message = error.serverInfo?[.message] {
         return "\(message) (SQLSTATE \(error.serverInfo?[.sqlState] ?? "?"))"
       }
