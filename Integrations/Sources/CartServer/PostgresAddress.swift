@@ -38,7 +38,9 @@ extension PostgresAddress {
       url.scheme == "postgres" || url.scheme == "postgresql",
       let host = url.host, !host.isEmpty, let user = url.user, !user.isEmpty
     else { return nil }
-    self.host = host
+    // NB: `URLComponents` keeps an IPv6 literal's brackets, which no resolver takes.
+    self.host =
+      host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
     self.port = url.port ?? 5432
     // NB: `URLComponents` hands the user information over percent-decoded.
     self.user = user
@@ -74,7 +76,8 @@ extension PostgresAddress {
   /// The address as the listening line and the logs show it: never the password.
   var displayed: String {
     let mode = self.tls == .prefer ? "" : "?sslmode=\(self.tls.rawValue)"
-    return "postgres://\(self.user)@\(self.host):\(self.port)/\(self.database)\(mode)"
+    let host = self.host.contains(":") ? "[\(self.host)]" : self.host
+    return "postgres://\(self.user)@\(host):\(self.port)/\(self.database)\(mode)"
   }
 
   /// The client's configuration, with at most `maximumConnections` connections.

@@ -91,6 +91,10 @@ import Testing
       #expect(error?.description.contains(message) == true, "\(String(describing: error))")
     }
     #expect(try PostgresAddress(parsing: "postgres://db.internal/carts") == nil)
+    // An IPv6 literal goes to the resolver without its brackets; the default port and database.
+    let six = try PostgresAddress(parsing: "postgresql://me@[::1]")
+    #expect(six == PostgresAddress(host: "::1", user: "me", database: "me"))
+    #expect(six?.displayed == "postgres://me@[::1]:5432/me")
   }
 
   @Test func theLogLevelComesFromItsFlagOrTheEnvironment() throws {
