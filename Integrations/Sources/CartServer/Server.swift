@@ -31,8 +31,14 @@ enum StorageChoice: Sendable, Equatable {
     } else if let address = try PostgresAddress(parsing: text) {
       self = .postgres(address)
     } else {
+      // NB: the message goes to the log; a password in what was given does not.
+      let shown = text.replacingOccurrences(
+        of: #"(://[^:/@]*):[^@/]*@"#,
+        with: "$1:***@",
+        options: .regularExpression
+      )
       throw UsageError(
-        "--storage takes sqlite:PATH, postgres://USER@HOST:PORT/DB or memory, not '\(text)'"
+        "--storage takes sqlite:PATH, postgres://USER@HOST:PORT/DB or memory, not '\(shown)'"
       )
     }
   }

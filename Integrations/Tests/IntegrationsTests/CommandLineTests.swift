@@ -50,6 +50,12 @@ import Testing
     #expect(options.storage == .postgres(address))
     // The listening line and the logs name the database by this: no password in it.
     #expect(options.storage.kind == "postgres://me@db.internal:6432/carts")
+    // Nor does the message that refuses an address with no host.
+    let refused = #expect(throws: UsageError.self) {
+      try CartServerCommand.parseServe(["--storage", "postgres://me:s3cret@/carts"])
+    }
+    #expect(refused?.description.contains("postgres://me:***@/carts") == true)
+    #expect(refused?.description.contains("s3cret") == false)
     // With none in the URL, libpq's environment variable is used.
     let bare = try #require(try PostgresAddress(parsing: "postgres://me@db.internal/carts"))
     let environment = ["PGPASSWORD": "from-env"]
