@@ -100,8 +100,9 @@ extension PostgresAddress {
     return configuration
   }
 
-  /// Why a connection to this address fails, or `nil` if one is made.
-  func connectionFailure(logger: Logger) async -> String? {
+  /// What one connection to this address finds: why it was refused, or how many connections the
+  /// server takes (`max_connections` less those kept for superusers) and how many are open.
+  func check(logger: Logger) async -> Result<(allowed: Int, open: Int)?, ConnectionRefused> {
     let configuration = self.clientConfiguration(maximumConnections: 1)
     do {
       let tls: PostgresConnection.Configuration.TLS
@@ -122,19 +123,40 @@ extension PostgresAddress {
         id: 0,
         logger: logger
       )
+      let rows = try? await connection.query(
+        """
+        SELECT current_setting('max_connections')::int
+          - current_setting('superuser_reserved_connections')::int,
+          (SELECT count(*)::int FROM pg_stat_activity WHERE backend_type = 'client backend')
+        """,
+        logger: logger
+      ).collect()
       try? await connection.close()
-      return nil
+      return .success(try? rows?.first?.decode((Int, Int).self))
     } catch let error as PSQLError {
       if error.code == .sslUnsupported {
-        return "the server does not take TLS, which sslmode=\(self.tls.rawValue) requires"
+        return .failure(
+          ConnectionRefused(
+            "the server does not take TLS, which sslmode=\(self.tls.rawValue) requires"
+          )
+        )
       }
       if let message = error.serverInfo?[.message] {
-        return "\(message) (SQLSTATE \(error.serverInfo?[.sqlState] ?? "?"))"
+        let state = error.serverInfo?[.sqlState] ?? "?"
+        return .failure(ConnectionRefused("\(message) (SQLSTATE \(state))"))
       }
-      return error.underlying.map { "\($0)" } ?? String(reflecting: error)
+      return .failure(
+        ConnectionRefused(error.underlying.map { "\($0)" } ?? String(reflecting: error))
+      )
     } catch {
-      return String(reflecting: error)
+      return .failure(ConnectionRefused(String(reflecting: error)))
     }
+  }
+
+  /// Why a connection was refused.
+  struct ConnectionRefused: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
   }
 
   /// The TLS settings of every mode but `disable`.

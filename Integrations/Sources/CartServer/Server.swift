@@ -133,6 +133,25 @@ func serve(
     )
     try await serve(options, storage: storage, logger: logger, metrics: metrics)
   case .postgres(let address):
+    // NB: one connection first, before the pool makes any: the pool retries a failed connection
+    // quietly (a storage that cannot start would say only that no connection came in time), and
+    // the server's free connections are counted without this instance's.
+    let check = try await withTimeout(seconds: 10, "PostgreSQL at \(options.storage.kind)") {
+      await address.check(logger: logger)
+    }
+    switch check {
+    case .failure(let refused):
+      throw UsageError("cannot use PostgreSQL at \(options.storage.kind): \(refused)")
+    case .success(let room?) where room.open + options.databaseConnections > room.allowed:
+      logger.warning(
+        """
+        PostgreSQL takes \(room.allowed) connections and \(room.open) are open: this instance's \
+        pool of \(options.databaseConnections) may be refused some, which stalls its requests. \
+        Lower --database-connections on every instance, or raise max_connections.
+        """
+      )
+    case .success: break
+    }
     // NB: postgres-nio says why a connection could not be made at `info`, and only there: a
     // database refusing connections (too many, a certificate, a password) must reach the log.
     var poolLogger = logger
@@ -145,14 +164,6 @@ func serve(
       group.addTask { await client.run() }
       defer { group.cancelAll() }
       let storage: PostgresSessionStorage<String, Cart.State>
-      // NB: one connection first, for its error: the pool retries a failed connection quietly,
-      // and a storage that cannot start would say only that no connection came in time.
-      let failure = try await withTimeout(seconds: 10, "PostgreSQL at \(options.storage.kind)") {
-        await address.connectionFailure(logger: logger) ?? ""
-      }
-      guard failure.isEmpty else {
-        throw UsageError("cannot use PostgreSQL at \(options.storage.kind): \(failure)")
-      }
       do {
         storage = try await withTimeout(seconds: 10, "PostgreSQL at \(options.storage.kind)") {
           try await PostgresSessionStorage<String, Cart.State>(
@@ -165,33 +176,8 @@ func serve(
       } catch {
         throw UsageError("cannot use PostgreSQL at \(options.storage.kind): \(error)")
       }
-      await warnIfConnectionsMayRunOut(client, pool: options.databaseConnections, logger: logger)
       try await serve(options, storage: storage, logger: logger, metrics: metrics)
     }
-  }
-}
-
-/// Logs a warning when the server's free connections may not hold this instance's pool.
-///
-/// Other instances' pools grow with their load, so a pool that fits now may not later; this
-/// catches the plain misconfiguration (more instances of `pool` than `max_connections` holds).
-func warnIfConnectionsMayRunOut(_ client: PostgresClient, pool: Int, logger: Logger) async {
-  let query: PostgresQuery = """
-    SELECT current_setting('max_connections')::int
-      - current_setting('superuser_reserved_connections')::int,
-      (SELECT count(*)::int FROM pg_stat_activity WHERE backend_type = 'client backend')
-    """
-  guard let rows = try? await client.query(query).collect(),
-    let (allowed, open) = try? rows.first?.decode((Int, Int).self)
-  else { return }
-  if open + pool > allowed {
-    logger.warning(
-      """
-      PostgreSQL takes \(allowed) connections and \(open) are open: this instance's pool of \(pool) \
-      may be refused some, which stalls its requests. Lower --database-connections on every \
-      instance, or raise max_connections.
-      """
-    )
   }
 }
 

@@ -161,6 +161,19 @@ struct DatabaseConnectionsProcessTests {
       let open = try await rows.collect().first?.decode(Int.self) ?? -1
       #expect((1...3).contains(open), "\(open) connections open")
       #expect(server.listeningLine.contains("(storage: postgres://\(role)@"))
+      // A pool the server cannot hold is warned of at start, naming the flag.
+      let directory = try temporaryDirectory()
+      defer { try? FileManager.default.removeItem(at: directory) }
+      let log = directory.appendingPathComponent("stderr")
+      #expect(FileManager.default.createFile(atPath: log.path, contents: nil))
+      let greedy = try await CartServerProcess(
+        ["--storage", address.string!, "--table", table, "--database-connections", "5000"],
+        errors: try FileHandle(forWritingTo: log)
+      )
+      #expect(await greedy.stop(SIGTERM) == 0)
+      let warned = try String(contentsOf: log, encoding: .utf8)
+      #expect(warned.contains("this instance's pool of 5000 may be refused some"), "\(warned)")
+      #expect(warned.contains("Lower --database-connections on every instance"))
       #expect(!server.listeningLine.contains("not-printed"))
       #expect(await server.stop(SIGTERM) == 0)
       try await http.shutdown()

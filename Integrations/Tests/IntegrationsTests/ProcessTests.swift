@@ -22,14 +22,15 @@ final class CartServerProcess: Sendable {
   let listeningLine: String
   var url: String { "http://127.0.0.1:\(self.port)" }
 
-  init(_ arguments: [String]) async throws {
+  /// Starts `cart-server` with `arguments`; what it writes to stderr goes to `errors` (if given).
+  init(_ arguments: [String], errors: FileHandle? = nil) async throws {
     guard let binary = cartServerBinary else { throw LoadError("cart-server is not built") }
     let process = Process()
     process.executableURL = binary
     process.arguments = ["--host", "127.0.0.1", "--port", "0"] + arguments
     let output = Pipe()
     process.standardOutput = output
-    process.standardError = FileHandle.nullDevice
+    process.standardError = errors ?? FileHandle.nullDevice
     try process.run()
     self.process = process
     // The first line says where it listens (or the pipe closes: the server failed to start).
