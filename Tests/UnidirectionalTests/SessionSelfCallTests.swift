@@ -36,9 +36,11 @@ private struct Closer: Reducer {
 
 /// A session's effect may erase, passivate or send to its own key: none waits on itself.
 @Suite(.timeLimit(.minutes(1))) struct SessionSelfCallTests {
-  fileprivate func make(
-    _ storage: InMemorySessionStorage<String, Closer.State>
-  ) -> StoreRegistry<String, Closer> {
+  /// Runs `body` with a registry whose stores' effects reach it, then shuts it down.
+  fileprivate func withRegistry(
+    _ storage: InMemorySessionStorage<String, Closer.State>,
+    _ body: (StoreRegistry<String, Closer>) async throws -> Void
+  ) async throws {
     let box = LockIsolated<StoreRegistry<String, Closer>?>(nil)
     let registry = StoreRegistry(storage: storage) { key in
       Closer.State(key: key)
@@ -46,40 +48,42 @@ private struct Closer: Reducer {
       Closer(registry: box)
     }
     box.setValue(registry)
-    return registry
+    // NB: the registry holds its reducer, which holds the box: emptied, the cycle goes with it.
+    defer { box.setValue(nil) }
+    try await body(registry)
+    await registry.shutdown(gracePeriod: .seconds(1))
   }
 
   @Test func aSessionsEffectErasesItsOwnKeyAndALaterSendStartsAfresh() async throws {
     let storage = InMemorySessionStorage<String, Closer.State>()
-    let registry = make(storage)
-    try await registry.send(.add, to: "a")
-    let task = try await registry.send(.close, to: "a")
-    await task.finish()
-    #expect(storage.storedState(for: "a") == nil)
-    #expect(registry.liveCount == 0)
-    let count = try await registry.send(.add, to: "a", reading: { $0.count })
-    #expect(count == 1)
-    await registry.shutdown(gracePeriod: .seconds(1))
+    try await withRegistry(storage) { registry in
+      try await registry.send(.add, to: "a")
+      let task = try await registry.send(.close, to: "a")
+      await task.finish()
+      #expect(storage.storedState(for: "a") == nil)
+      #expect(registry.liveCount == 0)
+      let count = try await registry.send(.add, to: "a", reading: { $0.count })
+      #expect(count == 1)
+    }
   }
 
   @Test func aSessionsEffectPassivatesItsOwnKeyWhichIsSavedAndNotLive() async throws {
     let storage = InMemorySessionStorage<String, Closer.State>()
-    let registry = make(storage)
-    try await registry.send(.add, to: "a")
-    let task = try await registry.send(.leave, to: "a")
-    await task.finish()
-    #expect(storage.storedState(for: "a")?.count == 1)
-    #expect(registry.liveCount == 0)
-    await registry.shutdown(gracePeriod: .seconds(1))
+    try await withRegistry(storage) { registry in
+      try await registry.send(.add, to: "a")
+      let task = try await registry.send(.leave, to: "a")
+      await task.finish()
+      #expect(storage.storedState(for: "a")?.count == 1)
+      #expect(registry.liveCount == 0)
+    }
   }
 
   @Test func aSessionsEffectSendsToItsOwnKeyThroughTheRegistry() async throws {
-    let storage = InMemorySessionStorage<String, Closer.State>()
-    let registry = make(storage)
-    let task = try await registry.send(.selfSend, to: "a")
-    await task.finish()
-    let count = try await registry.send(.done, to: "a", reading: { $0.count })
-    #expect(count == 1)
-    await registry.shutdown(gracePeriod: .seconds(1))
+    try await withRegistry(InMemorySessionStorage()) { registry in
+      let task = try await registry.send(.selfSend, to: "a")
+      await task.finish()
+      let count = try await registry.send(.done, to: "a", reading: { $0.count })
+      #expect(count == 1)
+    }
   }
 }
