@@ -108,6 +108,34 @@ private typealias LedgerStorage = InMemorySessionStorage<String, SessionLedger.S
     await a.shutdown(gracePeriod: .seconds(1))
   }
 
+  @Test func aLongRenewalCountsEachSliceFromWhenItWasAskedFor() async throws {
+    let time = TestClock()
+    let (silence, lifted) = AsyncStream.makeStream(of: Never.self)
+    let (passivations, passivated) = AsyncStream.makeStream(of: PassivationReason.self)
+    let storage = FirstRenewalAnswered(base: Self.storage(on: time), silence: silence)
+    let a = ledgerRegistry(
+      "node-a",
+      storage,
+      time,
+      observer: PassivationsHeard(continuation: passivated)
+    )
+    // One more key than a renewal's first slice holds.
+    let count = StoreRegistry<String, SessionLedger>.renewalSlice + 1
+    for index in 0..<count { try await a.send(.append(1), to: "k\(index)") }
+    // The renewal at 3.3 s renews its first slice, and its second is never answered.
+    await time.advance(by: .milliseconds(3_400))
+    await storage.secondAsked()
+    // At 10 s the second slice's lease (counted on until 9 s) may have run out, and its store is
+    // discarded; the first slice's, renewed at 3.4 s, holds until 12.4 s. Counted from the
+    // renewal's start and credited only at its end, every store was discarded here.
+    await time.advance(by: .milliseconds(6_600))
+    var reasons = passivations.makeAsyncIterator()
+    #expect(await reasons.next() == .discarded)
+    #expect(a.liveCount == count - 1)
+    lifted.finish()
+    await a.shutdown(gracePeriod: .seconds(1))
+  }
+
   /// Node A over a database reached through `storage`, reporting its passivations, with alice
   /// live and her first state read from her store's stream.
   private static func streamingAlice<S: SessionStorage<String, SessionLedger.State>>(
@@ -182,6 +210,43 @@ private struct RenewalsUnanswered: PassThroughStorage {
   func renew(_ leases: [SessionLease<String>], owner: String) async throws -> [String] {
     for await _ in self.silence {}
     throw Unreachable()
+  }
+}
+
+/// A storage that answers its first renewal and leaves the rest unanswered until `silence` ends.
+private final class FirstRenewalAnswered: PassThroughStorage {
+  let base: LedgerStorage
+  let silence: AsyncStream<Never>
+  private let state = LockIsolated((calls: 0, waiter: CheckedContinuation<Void, Never>?.none))
+
+  init(base: LedgerStorage, silence: AsyncStream<Never>) {
+    self.base = base
+    self.silence = silence
+  }
+
+  func renew(_ leases: [SessionLease<String>], owner: String) async throws -> [String] {
+    let (calls, waiter) = self.state.withValue { state in
+      state.calls += 1
+      defer { if state.calls == 2 { state.waiter = nil } }
+      return (state.calls, state.calls == 2 ? state.waiter : nil)
+    }
+    guard calls == 1 else {
+      waiter?.resume()
+      for await _ in self.silence {}
+      throw Unreachable()
+    }
+    return try await self.base.renew(leases, owner: owner)
+  }
+
+  /// Returns once a second renewal was asked for (the first, answered, counted).
+  func secondAsked() async {
+    await withCheckedContinuation { continuation in
+      let done = self.state.withValue { state in
+        if state.calls < 2 { state.waiter = continuation }
+        return state.calls >= 2
+      }
+      if done { continuation.resume() }
+    }
   }
 }
 

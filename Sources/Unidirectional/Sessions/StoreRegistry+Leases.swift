@@ -91,30 +91,40 @@ extension StoreRegistry {
       }
     }
     guard !held.isEmpty else { return }
-    let leases = held.map(\.1)
     // NB: a renewal stuck on a database gone silent can take as long as the storage's own
     // timeouts, longer than a lease; meanwhile, a store whose lease runs out is discarded, so it
     // does not go on streaming states another instance may have moved on from. Cancelled, not
     // awaited: the next renewal's wait begins as soon as this one is answered.
     let watcher = Task { [held] in await self.discardStoresAsTheirLeasesLapse(held.map(\.0)) }
     defer { watcher.cancel() }
-    guard let lost = try? await storage.renew(leases, owner: self.owner) else {
-      // NB: storage did not answer: a lease whose time has run out may be another instance's
-      // by now. Its store is discarded without waiting for a read, so a stream of its states
-      // ends and its reader reconnects where the key lives.
-      for (entry, _) in held { _ = self.leaseIsHeld(entry) }
-      return
-    }
-    let lostKeys = Set(lost)
-    let heldUntil = asked + self.leaseCountedOn(storage)
-    for (entry, lease) in held {
-      if lostKeys.contains(lease.key) {
-        self.saveFailed(lease.key, token: lease.token, .ownershipLost(currentOwner: nil))
-      } else {
-        entry.leaseHeldUntil.store(heldUntil, ordering: .relaxed)
+    // NB: a slice at a time, each counted from when it was asked for: renewing a hundred thousand
+    // leases under load takes seconds, and counted from the renewal's start, every lease of a
+    // renewal that took longer than the lease's slack was taken for lapsed, and its store
+    // discarded (every store of a busy instance, every few renewals).
+    for start in stride(from: 0, to: held.count, by: Self.renewalSlice) {
+      let slice = held[start..<min(start + Self.renewalSlice, held.count)]
+      let sliceAsked = start == 0 ? asked : self.leaseHost.nowNanoseconds
+      guard let lost = try? await storage.renew(slice.map(\.1), owner: self.owner) else {
+        // NB: storage did not answer: a lease whose time has run out may be another instance's
+        // by now. Its store is discarded without waiting for a read, so a stream of its states
+        // ends and its reader reconnects where the key lives.
+        for (entry, _) in held[start...] { _ = self.leaseIsHeld(entry) }
+        return
+      }
+      let lostKeys = Set(lost)
+      let heldUntil = sliceAsked + self.leaseCountedOn(storage)
+      for (entry, lease) in slice {
+        if lostKeys.contains(lease.key) {
+          self.saveFailed(lease.key, token: lease.token, .ownershipLost(currentOwner: nil))
+        } else {
+          entry.leaseHeldUntil.store(heldUntil, ordering: .relaxed)
+        }
       }
     }
   }
+
+  /// How many leases one call to the storage's `renew` extends.
+  package static var renewalSlice: Int { 5_000 }
 
   /// For how long after asking for a lease (or its renewal) this instance counts on holding it,
   /// in nanoseconds: the lease less a tenth, for the time the request took to reach storage and
