@@ -89,7 +89,7 @@ extension PostgresAddress {
       host: self.host,
       port: self.port,
       username: self.user,
-      password: self.password ?? environment["PGPASSWORD"],
+      password: self.password(in: environment),
       database: self.database,
       tls: self.tlsConfiguration
     )
@@ -100,10 +100,14 @@ extension PostgresAddress {
     return configuration
   }
 
+  /// The password: the URL's, else libpq's environment variable's.
+  private func password(in environment: [String: String]) -> String? {
+    self.password ?? environment["PGPASSWORD"]
+  }
+
   /// What one connection to this address finds: why it was refused, or how many connections the
   /// server takes (`max_connections` less those kept for superusers) and how many are open.
   func check(logger: Logger) async -> Result<(allowed: Int, open: Int)?, ConnectionRefused> {
-    let configuration = self.clientConfiguration(maximumConnections: 1)
     do {
       let tls: PostgresConnection.Configuration.TLS
       switch (self.tls, self.tlsSettings) {
@@ -116,7 +120,7 @@ extension PostgresAddress {
           host: self.host,
           port: self.port,
           username: self.user,
-          password: configuration.password,
+          password: self.password(in: ProcessInfo.processInfo.environment),
           database: self.database,
           tls: tls
         ),

@@ -26,11 +26,13 @@ extension PostgresSessionStorage {
   /// the keys it lost.
   public func renew(_ leases: [SessionLease<Key>], owner: String) async throws -> [Key] {
     // NB: in key order, so a chunk's rows share the index's and the table's pages.
-    let leases = try leases.map { (try self.text($0.key), $0) }.sorted { $0.0 < $1.0 }.map(\.1)
+    let rows = try leases.map { (text: try self.text($0.key), lease: $0) }.sorted {
+      $0.text < $1.text
+    }
     var lost: [Key] = []
-    for start in stride(from: 0, to: leases.count, by: Self.renewalChunk) {
-      let chunk = leases[start..<min(start + Self.renewalChunk, leases.count)]
-      lost += try await self.renewChunk(Array(chunk), owner: owner)
+    for start in stride(from: 0, to: rows.count, by: Self.renewalChunk) {
+      let chunk = rows[start..<min(start + Self.renewalChunk, rows.count)]
+      lost += try await self.renewChunk(chunk.map(\.lease), keys: chunk.map(\.text), owner: owner)
     }
     return lost
   }
@@ -42,8 +44,12 @@ extension PostgresSessionStorage {
   /// every save for the whole renewal each third of a lease.
   public static var renewalChunk: Int { 5_000 }
 
-  private func renewChunk(_ leases: [SessionLease<Key>], owner: String) async throws -> [Key] {
-    let keys = try leases.map { try self.text($0.key) }
+  /// Renews `leases`, whose keys as stored are `keys`.
+  private func renewChunk(
+    _ leases: [SessionLease<Key>],
+    keys: [String],
+    owner: String
+  ) async throws -> [Key] {
     let tokens = leases.map { Int64(bitPattern: $0.token) }
     do {
       let rows = try await self.query(

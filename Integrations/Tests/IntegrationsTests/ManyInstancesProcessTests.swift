@@ -130,12 +130,8 @@ struct MetricsProcessTests {
 struct DatabaseConnectionsProcessTests {
   @Test func aBurstOfNewCartsIsServedWithNoMoreConnectionsThanTheFlagAllows() async throws {
     // NB: a role of its own, to count this instance's connections apart from every other test's.
-    let role = "carts_pool_\(UInt32.random(in: 0...UInt32.max))"
-    try await withPostgres { client, table in
-      try await client.query("CREATE ROLE \(unescaped: role) LOGIN")
-      try await client.query("GRANT CREATE ON SCHEMA public TO \(unescaped: role)")
-      var address = URLComponents(url: postgresURL!, resolvingAgainstBaseURL: false)!
-      address.user = role
+    try await withPostgresRole { client, table, role, address in
+      var address = address
       // A password in the address is taken (the server trusts loopback, so any will do).
       address.password = "not-printed"
       let server = try await CartServerProcess([
@@ -177,10 +173,31 @@ struct DatabaseConnectionsProcessTests {
       #expect(!server.listeningLine.contains("not-printed"))
       #expect(await server.stop(SIGTERM) == 0)
       try await http.shutdown()
-      try await client.query("DROP TABLE IF EXISTS \(unescaped: table)")
-      try await client.query("REVOKE CREATE ON SCHEMA public FROM \(unescaped: role)")
-      try await client.query("DROP ROLE \(unescaped: role)")
     }
+  }
+}
+
+/// Runs `body` with a client, a table name, and a login role of its own with the address that
+/// connects as it; drops the table and the role afterwards, whether `body` threw or not.
+func withPostgresRole(
+  _ body: @Sendable (PostgresClient, String, String, URLComponents) async throws -> Void
+) async throws {
+  let role = "carts_role_\(UInt32.random(in: 0...UInt32.max))"
+  try await withPostgres { client, table in
+    try await client.query("CREATE ROLE \(unescaped: role) LOGIN")
+    try await client.query("GRANT CREATE ON SCHEMA public TO \(unescaped: role)")
+    guard let url = postgresURL,
+      var address = URLComponents(url: url, resolvingAgainstBaseURL: false)
+    else { throw LoadError("POSTGRES_URL is not an address") }
+    address.user = role
+    let outcome: Result<Void, any Error>
+    do { outcome = .success(try await body(client, table, role, address)) } catch {
+      outcome = .failure(error)
+    }
+    try await client.query("DROP TABLE IF EXISTS \(unescaped: table)")
+    try await client.query("REVOKE CREATE ON SCHEMA public FROM \(unescaped: role)")
+    try await client.query("DROP ROLE \(unescaped: role)")
+    try outcome.get()
   }
 }
 
@@ -198,12 +215,7 @@ struct PostgresTLSProcessTests {
   @Test func eachSSLModeConnectsAsLibpqsDoesAndAnUntrustedCertificateIsRefusedSayingSo()
     async throws
   {
-    let role = "carts_tls_\(UInt32.random(in: 0...UInt32.max))"
-    try await withPostgres { client, table in
-      try await client.query("CREATE ROLE \(unescaped: role) LOGIN")
-      try await client.query("GRANT CREATE ON SCHEMA public TO \(unescaped: role)")
-      var address = URLComponents(url: postgresURL!, resolvingAgainstBaseURL: false)!
-      address.user = role
+    try await withPostgresRole { client, table, role, address in
       let root = postgresTLSRoot!
       // The mode, and whether the instance's connections are encrypted.
       let modes: [(String, Bool)] = [
@@ -239,9 +251,6 @@ struct PostgresTLSProcessTests {
       #expect(status == 2)
       #expect(message.hasPrefix("cart-server: cannot use PostgreSQL at postgres://\(role)@"))
       #expect(message.lowercased().contains("certificate"), "\(message)")
-      try await client.query("DROP TABLE IF EXISTS \(unescaped: table)")
-      try await client.query("REVOKE CREATE ON SCHEMA public FROM \(unescaped: role)")
-      try await client.query("DROP ROLE \(unescaped: role)")
     }
   }
 }

@@ -83,7 +83,6 @@ extension StoreRegistry {
   /// Renews the leases of every live or passivating key.
   func renewLeases() async {
     guard let storage = self.storage else { return }
-    let asked = self.leaseHost.nowNanoseconds
     let held = self.guarded.withLock { guarded in
       guarded.entries.values.compactMap { entry -> (Entry, SessionLease<Key>)? in
         if case .activating = entry.phase { return nil }
@@ -103,7 +102,7 @@ extension StoreRegistry {
     // discarded (every store of a busy instance, every few renewals).
     for start in stride(from: 0, to: held.count, by: Self.renewalSlice) {
       let slice = held[start..<min(start + Self.renewalSlice, held.count)]
-      let sliceAsked = start == 0 ? asked : self.leaseHost.nowNanoseconds
+      let asked = self.leaseHost.nowNanoseconds
       guard let lost = try? await storage.renew(slice.map(\.1), owner: self.owner) else {
         // NB: storage did not answer: a lease whose time has run out may be another instance's
         // by now. Its store is discarded without waiting for a read, so a stream of its states
@@ -112,7 +111,7 @@ extension StoreRegistry {
         return
       }
       let lostKeys = Set(lost)
-      let heldUntil = sliceAsked + self.leaseCountedOn(storage)
+      let heldUntil = asked + self.leaseCountedOn(storage)
       for (entry, lease) in slice {
         if lostKeys.contains(lease.key) {
           self.saveFailed(lease.key, token: lease.token, .ownershipLost(currentOwner: nil))
