@@ -120,7 +120,7 @@ private typealias LedgerStorage = InMemorySessionStorage<String, SessionLedger.S
       observer: PassivationsHeard(continuation: passivated)
     )
     // One more key than a renewal's first slice holds.
-    let count = StoreRegistry<String, SessionLedger>.renewalSlice + 1
+    let count = storage.leasesPerRenewal + 1
     for index in 0..<count { try await a.send(.append(1), to: "k\(index)") }
     // The renewal at 3.3 s renews its first slice, and its second is never answered.
     await time.advance(by: .milliseconds(3_400))

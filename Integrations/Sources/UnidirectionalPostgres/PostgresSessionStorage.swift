@@ -14,6 +14,11 @@ import Unidirectional
 /// - One row per key: the state (JSON, with the app's `stateVersion` and the session's idempotency
 ///   keys), and the lease: its owner, its expiry and its fencing token. A row's key is the key's
 ///   `String(describing:)`, so two keys must never describe themselves alike.
+/// - A lease holds while its row's expiry (set when it is taken, and moved on by every save) is
+///   ahead, or while its owner is alive: a renewal marks the owner alive in its one row of
+///   ``ownersTable``, and reads (without writing) which of its leases it
+///   lost. So renewing costs one write however many keys are live, and an instance that stops
+///   (killed, frozen, cut off) loses all its leases a ``leaseDuration`` after its last renewal.
 /// - Lease times are the database server's (`now()`), so instances on different machines agree.
 /// - A save checks the token in the same statement that writes (`UPDATE … WHERE token = …`): a
 ///   stale owner can never overwrite. A batch of saves is one statement. Every acquisition takes
@@ -91,7 +96,8 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
   ///
   /// - Parameters:
   ///   - client: A running client (see the pattern above).
-  ///   - table: The table's name (lowercase letters, digits and `_`).
+  ///   - table: The table's name (lowercase letters, digits and `_`, at most 56); the owners'
+  ///     liveness goes in a second table, ``ownersTable``, made beside it.
   ///   - leaseDuration: How long a lease lasts without renewal.
   ///   - stateVersion: The version of `State` this app reads and writes (1 for the first).
   ///   - concurrentSaves: How many saves may be in flight at once. Two keep a server on the same
@@ -124,7 +130,8 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     ),
     migrate: (@Sendable (StoredState) throws -> State)? = nil
   ) async throws {
-    guard table.range(of: "^[a-z_][a-z0-9_]{0,62}$", options: .regularExpression) != nil else {
+    // NB: 56 characters, so the owners' table's name (``ownersTable``) is whole too.
+    guard table.range(of: "^[a-z_][a-z0-9_]{0,55}$", options: .regularExpression) != nil else {
       throw PostgresSessionStorageError.invalidTable(table)
     }
     // NB: stored in an `integer` column.
@@ -158,8 +165,13 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     ]
   }
 
+  private static var ownersColumns: [String] {
+    ["owner text", "alive_until timestamp with time zone"]
+  }
+
   private func createOrCheckSchema() async throws {
     let table = self.table
+    let owners = self.ownersTable
     do {
       // NB: concurrent `CREATE TABLE IF NOT EXISTS` is not safe in PostgreSQL (two instances
       // starting together on a new database: one fails on a unique index of the catalog). An
@@ -169,6 +181,15 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
         try await connection.withTransaction(logger: logger) { connection in
           try await connection.query(
             "SELECT pg_advisory_xact_lock(hashtext(\("unidirectional.schema." + table)))",
+            logger: logger
+          )
+          try await connection.query(
+            """
+            CREATE TABLE IF NOT EXISTS \(unescaped: owners) (
+              owner text PRIMARY KEY,
+              alive_until timestamptz NOT NULL
+            )
+            """,
             logger: logger
           )
           try await connection.query(
@@ -194,27 +215,31 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
             """,
             logger: logger
           )
-          let rows = try await connection.query(
-            """
-            SELECT column_name, data_type FROM information_schema.columns
-            WHERE table_name = \(table) AND table_schema = current_schema()
-            ORDER BY ordinal_position
-            """,
-            logger: logger
-          )
-          var found: [String] = []
-          for try await (name, type) in rows.decode((String, String).self) {
-            found.append("\(name) \(type)")
+          var found: [String: [String]] = [:]
+          for name in [owners, table] {
+            let rows = try await connection.query(
+              """
+              SELECT column_name, data_type FROM information_schema.columns
+              WHERE table_name = \(name) AND table_schema = current_schema()
+              ORDER BY ordinal_position
+              """,
+              logger: logger
+            )
+            for try await (column, type) in rows.decode((String, String).self) {
+              found[name, default: []].append("\(column) \(type)")
+            }
           }
           return found
         }
       }
-      guard found == Self.columns else {
-        throw PostgresSessionStorageError.schemaMismatch(
-          table: self.table,
-          expected: Self.columns,
-          found: found
-        )
+      for (name, expected) in [(owners, Self.ownersColumns), (table, Self.columns)] {
+        guard found[name, default: []] == expected else {
+          throw PostgresSessionStorageError.schemaMismatch(
+            table: name,
+            expected: expected,
+            found: found[name, default: []]
+          )
+        }
       }
     } catch let error as PostgresSessionStorageError {
       throw error
@@ -237,13 +262,12 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
 
   /// The advisory lock that keeps statements over many rows from deadlocking.
   ///
-  /// Saves, renewals and releases each lock many rows in one statement, in whatever order the
-  /// plan visits them, and they run at once (a group commit's saves, the lease keeper's renewal,
-  /// in every instance): two of them can wait on each other's rows, and PostgreSQL then aborts
-  /// one (a customer's 503). Saves hold this lock shared (theirs never overlap: a key is in one
-  /// save at a time); a renewal or release holds it alone, before it locks any row, for one
-  /// statement. A statement that locks one row (an acquisition, an erasure) cannot close a cycle
-  /// and does not take it.
+  /// Saves and releases each lock many rows in one statement, in whatever order the plan visits
+  /// them, and they run at once (a group commit's saves, a passivation's release, in every
+  /// instance): two of them can wait on each other's rows, and PostgreSQL then aborts one (a
+  /// customer's 503). Saves hold this lock shared (theirs never overlap: a key is in one save at
+  /// a time); a release holds it alone, before it locks any row, for one statement. A statement
+  /// that locks one row (an acquisition, an erasure) cannot close a cycle and does not take it.
   var rowsLock: String { "unidirectional.rows." + self.table }
 
   /// The call setting `lock_timeout` to ``lockWait``, for its statement's transaction only.
@@ -253,7 +277,7 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
   /// the value is a number.
   var lockWaitSetting: String { Self.lockTimeoutSetting(self.lockWait) }
 
-  /// The `lock_timeout` a renewal or release waits for a row, short.
+  /// The `lock_timeout` a release waits for a row, short.
   ///
   /// Holding the table's lock alone, it finds a row locked only by a statement over one row or
   /// by someone else's transaction, and while it waits, every save waits for it.
@@ -261,7 +285,7 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
     Self.lockTimeoutSetting(min(self.lockWait, .milliseconds(100)))
   }
 
-  /// The `lock_timeout` a renewal or release waits for the table's lock alone (``exclusiveGate``).
+  /// The `lock_timeout` a release waits for the table's lock alone (``exclusiveGate``).
   var leaseGateWaitSetting: String {
     Self.lockTimeoutSetting(min(self.lockWait, .seconds(1)))
   }
@@ -319,7 +343,7 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
           owner = excluded.owner,
           owner_address = excluded.owner_address,
           lease_expires_at = excluded.lease_expires_at
-        WHERE t.owner IS NULL OR t.owner = excluded.owner OR t.lease_expires_at <= now()
+        WHERE t.owner IS NULL OR t.owner = excluded.owner OR \(unescaped: self.leaseHasLapsed)
         RETURNING t.token, t.state, t.encoding_version, t.idempotency_keys
         """
       )
@@ -331,10 +355,10 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
       if acquired == nil {
         let owners = try await self.query(
           """
-          SELECT owner, owner_address,
-            (extract(epoch FROM least(lease_expires_at, now() + interval '365 days') - now())
-              * 1000)::int8
-          FROM \(unescaped: self.table) WHERE key = \(text)
+          SELECT t.owner, t.owner_address,
+            (extract(epoch FROM least(\(unescaped: self.leaseHoldsUntil), now() + interval '365 days')
+              - now()) * 1000)::int8
+          FROM \(unescaped: self.table) AS t WHERE t.key = \(text)
           """
         )
         // NB: at most a year left: a row may hold any expiry, even an infinite one.
@@ -415,13 +439,13 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
         """
         WITH settings AS (SELECT \(unescaped: self.lockWaitSetting)),
         gone AS (
-          DELETE FROM \(unescaped: self.table)
-          WHERE EXISTS (SELECT FROM settings) AND key = \(text) AND CASE
+          DELETE FROM \(unescaped: self.table) AS t
+          WHERE EXISTS (SELECT FROM settings) AND t.key = \(text) AND CASE
             WHEN \(token)::int8 IS NULL
-              THEN owner IS NULL OR owner = \(owner) OR lease_expires_at <= now()
-            ELSE token = \(token)::int8 AND owner = \(owner)
+              THEN t.owner IS NULL OR t.owner = \(owner) OR \(unescaped: self.leaseHasLapsed)
+            ELSE t.token = \(token)::int8 AND t.owner = \(owner)
           END
-          RETURNING key
+          RETURNING t.key
         )
         SELECT (SELECT count(*) FROM gone)::int8,
           (SELECT count(*) FROM \(unescaped: self.table) WHERE key = \(text))::int8,
@@ -490,7 +514,9 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
           )
           UPDATE \(unescaped: self.table) AS t
           SET state = v.state, encoding_version = \(Int32(self.stateVersion)),
-            idempotency_keys = coalesce(nullif(v.keys, ''::bytea), t.idempotency_keys)
+            idempotency_keys = coalesce(nullif(v.keys, ''::bytea), t.idempotency_keys),
+            lease_expires_at = greatest(t.lease_expires_at, now() + \(self.leaseMilliseconds)
+              * interval '1 millisecond')
           FROM UNNEST(\(keys)::text[], \(states)::bytea[], \(windows)::bytea[], \(tokens)::int8[])
             AS v(key, state, keys, token)
           WHERE t.key = v.key AND t.token = v.token AND t.owner = \(owner) AND EXISTS (SELECT FROM gate)

@@ -23,7 +23,7 @@ public enum PostgresSessionStorageError: Error, CustomStringConvertible {
   public var description: String {
     switch self {
     case .invalidTable(let table):
-      "'\(table)' is not a valid table name (lowercase letters, digits and '_', at most 63)"
+      "'\(table)' is not a valid table name (lowercase letters, digits and '_', at most 56)"
     case .invalidStateVersion(let version):
       "the state version must be from 1 to 2147483647, not \(version)"
     case .invalidConcurrentSaves(let count):

@@ -267,9 +267,7 @@ struct DayTwoProcessTests {
     // A's leases expire (on the database's clock, moved by SQL rather than by waiting); then the
     // clients' retries go to B.
     try await withPostgres { client, _ in
-      try await client.query(
-        "UPDATE \(unescaped: table) SET lease_expires_at = now() - interval '1 second' WHERE owner = 'a'"
-      )
+      try await expireLeases(of: "a", table: table, client)
     }
     driver.serviceIsBack(at: b.url, isFinal: true)
     await driver.waitUntilAnswered(driver.answeredCount + 200)
@@ -278,7 +276,7 @@ struct DayTwoProcessTests {
     try await expectExactlyTheAnsweredAdds(driver, url: b.url)
     #expect(await b.stop(SIGTERM) == 0)
     try await withPostgres { client, _ in
-      try await client.query("DROP TABLE IF EXISTS \(unescaped: table)")
+      try await client.query("DROP TABLE IF EXISTS \(unescaped: table), \(unescaped: table)_owners")
     }
     await driver.shutdown()
   }
@@ -348,7 +346,7 @@ struct DayTwoProcessTests {
         "SELECT count(*)::int8 FROM \(unescaped: table) WHERE key = 'erased-customer'"
       )
       for try await count in rows.decode(Int64.self) { #expect(count == 0) }
-      try await client.query("DROP TABLE IF EXISTS \(unescaped: table)")
+      try await client.query("DROP TABLE IF EXISTS \(unescaped: table), \(unescaped: table)_owners")
     }
   }
 }

@@ -42,9 +42,7 @@ struct ManyInstancesProcessTests {
     await driver.waitUntilRefused()
     // The leases expire (on the database's clock, moved by SQL rather than by waiting).
     try await withPostgres { client, _ in
-      try await client.query(
-        "UPDATE \(unescaped: table) SET lease_expires_at = now() - interval '1 second' WHERE owner = 'c'"
-      )
+      try await expireLeases(of: "c", table: table, client)
     }
     // Generation 2: the survivors take C's keys over; nothing is refused from now on.
     driver.serviceChanged(to: [a.url, b.url])
@@ -68,7 +66,7 @@ struct ManyInstancesProcessTests {
     }
     for instance in [a, b, d] { #expect(await instance.stop(SIGTERM) == 0) }
     try await withPostgres { client, _ in
-      try await client.query("DROP TABLE IF EXISTS \(unescaped: table)")
+      try await client.query("DROP TABLE IF EXISTS \(unescaped: table), \(unescaped: table)_owners")
     }
     await driver.shutdown()
   }
@@ -194,7 +192,7 @@ func withPostgresRole(
     do { outcome = .success(try await body(client, table, role, address)) } catch {
       outcome = .failure(error)
     }
-    try await client.query("DROP TABLE IF EXISTS \(unescaped: table)")
+    try await client.query("DROP TABLE IF EXISTS \(unescaped: table), \(unescaped: table)_owners")
     try await client.query("REVOKE CREATE ON SCHEMA public FROM \(unescaped: role)")
     try await client.query("DROP ROLE \(unescaped: role)")
     try outcome.get()

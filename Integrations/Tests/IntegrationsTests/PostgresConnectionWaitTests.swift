@@ -92,6 +92,6 @@ import UnidirectionalPostgres
     lettingGo.yield()
     try await holder.value
     #expect(try await patient.save([write], owner: "a") == [.saved])
-    try await client.query("DROP TABLE IF EXISTS \(unescaped: table)")
+    try await client.query("DROP TABLE IF EXISTS \(unescaped: table), \(unescaped: table)_owners")
   }
 }

@@ -205,7 +205,7 @@ struct ProcessTests {
       arguments: ["--storage", postgresURL!.absoluteString, "--owner", "node-a", "--table", table]
     )
     try await withPostgres { client, _ in
-      try await client.query("DROP TABLE IF EXISTS \(unescaped: table)")
+      try await client.query("DROP TABLE IF EXISTS \(unescaped: table), \(unescaped: table)_owners")
     }
   }
 
@@ -240,9 +240,7 @@ struct ProcessTests {
       for try await (key, token) in rows.decode((String, Int64).self) {
         tokensOfA.withLock { $0[key] = token }
       }
-      try await client.query(
-        "UPDATE \(unescaped: table) SET lease_expires_at = now() - interval '1 second' WHERE owner = 'a'"
-      )
+      try await expireLeases(of: "a", table: table, client)
     }
     let lost = try await countLost(driver.acknowledgedAdds, url: b.url, client: driver.client)
     #expect(lost == 0)
@@ -254,7 +252,7 @@ struct ProcessTests {
         #expect(owner == "b")
         #expect(token > old)
       }
-      try await client.query("DROP TABLE IF EXISTS \(unescaped: table)")
+      try await client.query("DROP TABLE IF EXISTS \(unescaped: table), \(unescaped: table)_owners")
     }
     #expect(await b.stop(SIGTERM) == 0)
     await driver.shutdown()

@@ -66,10 +66,103 @@ func checkRenewalInChunks(
         storage,
         chunk: PostgresSessionStorage<String, Cart.State>.renewalChunk
       ) { key in
-        try await client.query(
-          "UPDATE \(unescaped: table) SET lease_expires_at = now() - interval '1 second' WHERE key = \(key)"
-        )
+        try await expireLease(on: key, table: table, client)
       }
+    }
+  }
+}
+
+/// PostgreSQL keeps a lease while its owner is alive: a renewal writes one row, not one per key.
+@Suite(
+  .timeLimit(.minutes(2)),
+  .enabled(if: postgresURL != nil, "POSTGRES_URL is not set: no PostgreSQL to test against")
+)
+struct OwnerLivenessTests {
+  @Test func aRenewalWritesNoSessionRowAndALiveOwnerKeepsEveryLease() async throws {
+    try await withPostgres { client, table in
+      let storage = try await PostgresSessionStorage<String, Cart.State>(
+        client: client,
+        table: table
+      )
+      var leases: [SessionLease<String>] = []
+      for key in ["k0", "k1", "k2"] {
+        guard case .acquired(let token, _, _) = try await storage.acquire(key, owner: "a") else {
+          Issue.record("\(key) was not acquired")
+          return
+        }
+        leases.append(SessionLease(key: key, token: token))
+      }
+      let write = SessionWrite(key: "k0", state: Cart.State(customer: "k0"), token: leases[0].token)
+      #expect(try await storage.save([write], owner: "a") == [.saved])
+      @Sendable func versions() async throws -> [String: String] {
+        var versions: [String: String] = [:]
+        let rows = try await client.query(
+          "SELECT key, xmin::text || lease_expires_at::text FROM \(unescaped: table)"
+        )
+        for try await (key, version) in rows.decode((String, String).self) {
+          versions[key] = version
+        }
+        return versions
+      }
+      let before = try await versions()
+      #expect(try await storage.renew(leases, owner: "a").isEmpty)
+      #expect(try await versions() == before)
+      // The rows' own expiry past, the owner's liveness keeps them, and says for how long.
+      try await client.query(
+        "UPDATE \(unescaped: table) SET lease_expires_at = now() - interval '1 second'"
+      )
+      let held = try await storage.acquire("k0", owner: "b")
+      guard case .heldBy("a", _, let left?) = held else {
+        Issue.record("k0 went to another owner while a was alive: \(held)")
+        return
+      }
+      #expect(left > .seconds(5) && left <= .seconds(10))
+      // Once the owner is no longer alive, another takes its key, and the owner's next renewal
+      // reports that key, and only that one, lost.
+      try await client.query(
+        """
+        UPDATE \(unescaped: table)_owners SET alive_until = now() - interval '1 second'
+        WHERE owner = 'a'
+        """
+      )
+      guard case .acquired = try await storage.acquire("k0", owner: "b") else {
+        Issue.record("k0 was not taken over once a was no longer alive")
+        return
+      }
+      #expect(try await storage.renew(leases, owner: "a") == ["k0"])
+      // Alive again, the owner keeps the rest, and its stale save of the lost key is refused.
+      let other = try await storage.acquire("k1", owner: "b")
+      #expect(other.holder == "a", "\(other)")
+      #expect(try await storage.save([write], owner: "a") == [.staleToken(currentOwner: "b")])
+    }
+  }
+
+  @Test func aSaveMovesItsRowsExpiryOnSoAnEarlierReleaseStillSeesTheKeyHeld() async throws {
+    // An instance of the release before kept leases by their rows alone; while it runs beside
+    // this one (a rolling deploy), a key this one saves stays held in its eyes too.
+    try await withPostgres { client, table in
+      let storage = try await PostgresSessionStorage<String, Cart.State>(
+        client: client,
+        table: table
+      )
+      guard case .acquired(let token, _, _) = try await storage.acquire("alice", owner: "a") else {
+        Issue.record("alice was not acquired")
+        return
+      }
+      try await client.query(
+        "UPDATE \(unescaped: table) SET lease_expires_at = now() + interval '1 second'"
+      )
+      let write = SessionWrite(key: "alice", state: Cart.State(customer: "alice"), token: token)
+      #expect(try await storage.save([write], owner: "a") == [.saved])
+      let rows = try await client.query(
+        """
+        SELECT (lease_expires_at > now() + interval '9 seconds')
+        FROM \(unescaped: table) WHERE key = 'alice'
+        """
+      )
+      var movedOn: [Bool] = []
+      for try await moved in rows.decode(Bool.self) { movedOn.append(moved) }
+      #expect(movedOn == [true])
     }
   }
 }

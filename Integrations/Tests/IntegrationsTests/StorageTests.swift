@@ -146,6 +146,14 @@ func checkStorageContract(
     #expect(
       version?.description == "the state version must be from 1 to 2147483647, not 2147483648"
     )
+    // A table's name is an identifier checked before it is written into SQL, short enough that
+    // its owners' table's name is whole.
+    for table in ["Carts", "carts; DROP TABLE x", "", String(repeating: "c", count: 57)] {
+      let refused = await #expect(throws: PostgresSessionStorageError.self) {
+        _ = try await PostgresSessionStorage<String, Cart.State>(client: client, table: table)
+      }
+      #expect(refused?.description.hasPrefix("'\(table)' is not a valid table name") == true)
+    }
   }
 
   @Test func anSQLiteStorageRefusesALeaseOfNoTimeBeforeItOpensTheFile() async throws {
@@ -322,10 +330,40 @@ func withPostgres(
   do {
     try await body(client, table)
   } catch {
-    _ = try? await client.query("DROP TABLE IF EXISTS \(unescaped: table)")
+    _ = try? await client.query(
+      "DROP TABLE IF EXISTS \(unescaped: table), \(unescaped: table)_owners"
+    )
     throw error
   }
-  try await client.query("DROP TABLE IF EXISTS \(unescaped: table)")
+  try await client.query("DROP TABLE IF EXISTS \(unescaped: table), \(unescaped: table)_owners")
+}
+
+/// Ends `owner`'s leases on `table` as waiting out their expiry would: the rows' expiry and the
+/// owner's liveness both behind the database's clock.
+func expireLeases(of owner: String, table: String, _ client: PostgresClient) async throws {
+  try await client.query(
+    "UPDATE \(unescaped: table) SET lease_expires_at = now() - interval '1 second' WHERE owner = \(owner)"
+  )
+  try await client.query(
+    """
+    UPDATE \(unescaped: table)_owners SET alive_until = now() - interval '1 second'
+    WHERE owner = \(owner)
+    """
+  )
+}
+
+/// Ends the lease on `key` as waiting out its expiry would: its row's expiry and its owner's
+/// liveness (so the owner's other leases end too).
+func expireLease(on key: String, table: String, _ client: PostgresClient) async throws {
+  try await client.query(
+    """
+    UPDATE \(unescaped: table)_owners SET alive_until = now() - interval '1 second'
+    WHERE owner = (SELECT owner FROM \(unescaped: table) WHERE key = \(key))
+    """
+  )
+  try await client.query(
+    "UPDATE \(unescaped: table) SET lease_expires_at = now() - interval '1 second' WHERE key = \(key)"
+  )
 }
 
 @Suite(
@@ -345,9 +383,7 @@ struct PostgresStorageTests {
           "UPDATE \(unescaped: table) SET state = '\\x7b6e6f' WHERE key = \(key)"
         )
       } expire: { key in
-        try await client.query(
-          "UPDATE \(unescaped: table) SET lease_expires_at = now() - interval '1 second' WHERE key = \(key)"
-        )
+        try await expireLease(on: key, table: table, client)
       }
     }
   }

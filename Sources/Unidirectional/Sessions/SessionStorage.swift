@@ -22,6 +22,10 @@
 ///   ``acquire(_:owner:)`` and ``load(_:)`` throw ``SessionStateUnreadable`` and is left as it is.
 /// - Expiry is measured on the storage's own time (the database server's clock), so registries on
 ///   different machines agree.
+/// - ``renew(_:owner:)`` extends at least the leases it is given. A backend may instead keep every
+///   lease of an owner while that owner renews (its liveness: one write however many keys it
+///   holds, as PostgreSQL's does); then a lease its owner stops using without releasing stays
+///   the owner's, and the owner takes it again when asked, until the owner stops.
 ///
 /// The core ships ``InMemorySessionStorage`` for tests; the companion package has SQLite and
 /// PostgreSQL backends. Anyone can write another.
@@ -38,6 +42,13 @@ public protocol SessionStorage<Key, State>: Sendable {
   /// one at most). By default 1: every state that waits while a save is in flight goes into the
   /// next one. A network database overlaps round trips with a few more.
   var concurrentSaves: Int { get }
+
+  /// How many leases a registry hands to one call of ``renew(_:owner:)``; each call's are
+  /// counted from when it was asked for. By default 5,000: a backend that writes a row per lease
+  /// renews that many well within a lease even under load, where one call for a hundred
+  /// thousand would not. A backend that keeps an owner's leases by its liveness renews them all
+  /// in its call's first write, and takes them all at once.
+  var leasesPerRenewal: Int { get }
 
   /// Takes `key`'s lease for `owner`, recording the address `owner` is reached at, and loads
   /// its stored state.
@@ -101,9 +112,10 @@ public protocol SessionStorage<Key, State>: Sendable {
   ) async throws
     -> [SessionSaveResult]
 
-  /// Extends `owner`'s leases.
+  /// Extends `owner`'s leases: at least `leases`, or every one `owner` holds.
   ///
-  /// - Returns: The keys whose lease `owner` no longer holds (another owner took it over).
+  /// - Returns: The keys of `leases` whose lease `owner` no longer holds (another owner took it
+  ///   over, or another activation under `owner`'s name).
   func renew(_ leases: [SessionLease<Key>], owner: String) async throws -> [Key]
 
   /// Gives up `owner`'s leases, so another owner may take the keys at once.
@@ -113,6 +125,9 @@ public protocol SessionStorage<Key, State>: Sendable {
 extension SessionStorage {
   /// One save in flight at a time.
   public var concurrentSaves: Int { 1 }
+
+  /// 5,000 leases to a renewal.
+  public var leasesPerRenewal: Int { 5_000 }
 
   /// Takes the batch at once and saves it with ``save(_:owner:)``.
   public func save(

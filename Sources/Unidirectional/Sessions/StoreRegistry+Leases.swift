@@ -96,12 +96,14 @@ extension StoreRegistry {
     // awaited: the next renewal's wait begins as soon as this one is answered.
     let watcher = Task { [held] in await self.discardStoresAsTheirLeasesLapse(held.map(\.0)) }
     defer { watcher.cancel() }
-    // NB: a slice at a time, each counted from when it was asked for: renewing a hundred thousand
-    // leases under load takes seconds, and counted from the renewal's start, every lease of a
-    // renewal that took longer than the lease's slack was taken for lapsed, and its store
-    // discarded (every store of a busy instance, every few renewals).
-    for start in stride(from: 0, to: held.count, by: Self.renewalSlice) {
-      let slice = held[start..<min(start + Self.renewalSlice, held.count)]
+    // NB: a slice at a time (the storage's `leasesPerRenewal`), each counted from when it was
+    // asked for: renewing a hundred thousand leases a row each under load takes seconds, and
+    // counted from the renewal's start, every lease of a renewal that took longer than the
+    // lease's slack was taken for lapsed, and its store discarded (every store of a busy
+    // instance, every few renewals).
+    let perCall = max(1, storage.leasesPerRenewal)
+    for start in stride(from: 0, to: held.count, by: perCall) {
+      let slice = held[start..<min(start + perCall, held.count)]
       let asked = self.leaseHost.nowNanoseconds
       guard let lost = try? await storage.renew(slice.map(\.1), owner: self.owner) else {
         // NB: storage did not answer: a lease whose time has run out may be another instance's
@@ -121,9 +123,6 @@ extension StoreRegistry {
       }
     }
   }
-
-  /// How many leases one call to the storage's `renew` extends.
-  package static var renewalSlice: Int { 5_000 }
 
   /// For how long after asking for a lease (or its renewal) this instance counts on holding it,
   /// in nanoseconds: the lease less a tenth, for the time the request took to reach storage and
