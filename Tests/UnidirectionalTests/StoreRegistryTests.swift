@@ -178,6 +178,35 @@ private func makeRegistry(
     await registry.shutdown(gracePeriod: .seconds(1))
   }
 
+  @Test func atCapacityEvictionsFollowTheLeastRecentlyUsedOrderExactlyOverManySends()
+    async throws
+  {
+    // Evictions take their victims from the oldest part kept at a pass over the live stores:
+    // against a model of the exact order, over sends that touch kept entries between passes.
+    let capacity = 64
+    let registry = makeRegistry(capacity: capacity, clock: TestClock())
+    var generator = SplitMix64(state: 0x5eed)
+    var order: [String] = []  // least recently used first
+    for step in 0..<3_000 {
+      // NB: mostly a few hot keys, so kept entries are touched before they are evicted.
+      let hot = generator.next() % 2 == 0
+      let key = "k\(generator.next() % (hot ? 40 : 400))"
+      try await registry.send(.append(step), to: key)
+      order.removeAll { $0 == key }
+      order.append(key)
+      if order.count > capacity { order.removeFirst(order.count - capacity) }
+      guard step % 97 == 0 || step > 2_900 else { continue }
+      #expect(registry.liveCount == order.count)
+      let oldest = try #require(order.first)
+      #expect(await registry.liveStore(for: oldest) != nil, "step \(step)")
+    }
+    for key in (0..<400).map({ "k\($0)" }) {
+      let live = await registry.liveStore(for: key) != nil
+      #expect(live == order.contains(key), "\(key)")
+    }
+    await registry.shutdown(gracePeriod: .seconds(1))
+  }
+
   @Test func anEffectsActionAlsoCountsAsUse() async throws {
     let gate = Gate()
     let registry = makeRegistry(capacity: 2, clock: TestClock(), gate: gate)

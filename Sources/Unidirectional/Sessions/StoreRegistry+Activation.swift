@@ -122,7 +122,7 @@ extension StoreRegistry {
       self.registryObserver?.liveCountChanged(to: guarded.liveCount)
       var victims: [Entry] = []
       while guarded.liveCount > self.capacity,
-        let victim = Self.leastRecentlyUsed(guarded, except: entry)
+        let victim = Self.leastRecentlyUsed(&guarded, except: entry)
       {
         self.beginPassivating(victim, in: &guarded, reason: .capacity)
         victims.append(victim)
@@ -157,15 +157,34 @@ extension StoreRegistry {
     for waiter in waiters { waiter.resume() }
   }
 
-  /// The live entry that reduced an action least recently.
-  static func leastRecentlyUsed(_ guarded: Guarded, except excluded: Entry) -> Entry? {
-    var oldest: Entry?
-    for entry in guarded.entries.values where entry !== excluded {
-      guard case .live = entry.phase else { continue }
-      if let current = oldest, current.activity.recency <= entry.activity.recency { continue }
-      oldest = entry
+  /// The least recently used live entry but `excluded`: the one to evict.
+  ///
+  /// Exact, at a pass over the live entries per sixteenth of them evicted, not one per eviction:
+  /// a pass for every eviction held the registry's lock over every session, so at a large
+  /// capacity each activation held up every request. A pass keeps the oldest
+  /// sixteenth (``Guarded/evictionOrder``) with their stamps; an eviction takes from it the
+  /// oldest still live with its stamp unchanged. An entry untouched since the pass is older than
+  /// every one outside the kept part (a touch takes a stamp newer than every earlier one, and an
+  /// activation a newer one still), so it is the least recently used of all.
+  static func leastRecentlyUsed(_ guarded: inout Guarded, except excluded: Entry) -> Entry? {
+    for pass in 0..<2 {
+      while let (entry, stamp) = guarded.evictionOrder.popLast() {
+        guard entry !== excluded, guarded.entries[entry.key] === entry,
+          case .live = entry.phase, entry.activity.recency == stamp
+        else { continue }
+        return entry
+      }
+      guard pass == 0 else { break }
+      var live: [(entry: Entry, stamp: UInt64)] = []
+      live.reserveCapacity(guarded.liveCount)
+      for entry in guarded.entries.values where entry !== excluded {
+        guard case .live = entry.phase else { continue }
+        live.append((entry, entry.activity.recency))
+      }
+      live.sort { $0.stamp > $1.stamp }
+      guarded.evictionOrder = Array(live.suffix(max(8, live.count / 16)))
     }
-    return oldest
+    return nil
   }
 
   // MARK: - Idle timers

@@ -163,6 +163,9 @@ where R.State: Sendable {
     /// The owners other instances hold keys under, as activations last learned them.
     var owners: [Key: SessionOwner] = [:]
     var renewal: Task<Void, Never>?
+    /// The oldest live entries at the last scan for an eviction, oldest last, each with the
+    /// recency stamp it had then (``StoreRegistry/leastRecentlyUsed(_:except:)``).
+    var evictionOrder: [(entry: Entry, stamp: UInt64)] = []
     /// Mutation-testing switch: activation ignores the stored state, as an activation that raced
     /// ahead of the previous store's final save would see an older one.
     var breaksActivation = false
