@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import Logging
 import NIOCore
 import NIOHTTP1
 import PostgresNIO
@@ -176,14 +177,15 @@ struct DatabaseConnectionsProcessTests {
 }
 
 /// Runs `body` with a client, a table name, and a login role of its own with the address that
-/// connects as it; drops the table and the role afterwards, whether `body` threw or not.
+/// connects as it; drops the table and the role afterwards, whether `body` threw or not (its
+/// error, not the clean-up's, is the one thrown).
 func withPostgresRole(
   _ body: @Sendable (PostgresClient, String, String, URLComponents) async throws -> Void
 ) async throws {
   let role = "carts_role_\(UInt32.random(in: 0...UInt32.max))"
   try await withPostgres { client, table in
     try await client.query("CREATE ROLE \(unescaped: role) LOGIN")
-    try await client.query("GRANT CREATE ON SCHEMA public TO \(unescaped: role)")
+    try await changeSchemaGrants(client, "GRANT CREATE ON SCHEMA public TO \(unescaped: role)")
     guard let url = postgresURL,
       var address = URLComponents(url: url, resolvingAgainstBaseURL: false)
     else { throw LoadError("POSTGRES_URL is not an address") }
@@ -192,10 +194,31 @@ func withPostgresRole(
     do { outcome = .success(try await body(client, table, role, address)) } catch {
       outcome = .failure(error)
     }
-    try await client.query("DROP TABLE IF EXISTS \(unescaped: table), \(unescaped: table)_owners")
-    try await client.query("REVOKE CREATE ON SCHEMA public FROM \(unescaped: role)")
-    try await client.query("DROP ROLE \(unescaped: role)")
+    do {
+      try await client.query(
+        "DROP TABLE IF EXISTS \(unescaped: table), \(unescaped: table)_owners"
+      )
+      try await changeSchemaGrants(client, "REVOKE CREATE ON SCHEMA public FROM \(unescaped: role)")
+      try await client.query("DROP ROLE \(unescaped: role)")
+    } catch {
+      try outcome.get()
+      throw error
+    }
     try outcome.get()
+  }
+}
+
+/// Grants or revokes on the schema one at a time across every test: PostgreSQL fails two that
+/// change one schema's privileges at once ("tuple concurrently updated").
+private func changeSchemaGrants(_ client: PostgresClient, _ statement: PostgresQuery) async throws {
+  try await client.withConnection { connection in
+    try await connection.withTransaction(logger: Logger(label: "tests")) { connection in
+      try await connection.query(
+        "SELECT pg_advisory_xact_lock(hashtext('unidirectional.tests.grants'))",
+        logger: Logger(label: "tests")
+      )
+      try await connection.query(statement, logger: Logger(label: "tests"))
+    }
   }
 }
 

@@ -400,6 +400,54 @@ struct PostgresStorageTests {
     }
   }
 
+  @Test func anOwnersTableOfAnotherShapeIsRefusedNamingIt() async throws {
+    try await withPostgres { client, table in
+      // A table of the app's own that happens to have the owners' table's name.
+      try await client.query(
+        "CREATE TABLE \(unescaped: table)_owners (owner text PRIMARY KEY, joined date)"
+      )
+      let error = await #expect(throws: PostgresSessionStorageError.self) {
+        _ = try await PostgresSessionStorage<String, Cart.State>(client: client, table: table)
+      }
+      #expect(error?.description.contains("\(table)_owners") == true)
+      #expect(error?.description.contains("joined date") == true)
+    }
+  }
+
+  @Test func anOwnerAliveForeverHoldsItsKeysAndSaysSoForAYearAtMost() async throws {
+    // Hostile or mistaken liveness (an owner's row set to 'infinity' by hand): its keys are held,
+    // and the time left that a `Retry-After` would carry stays a number.
+    try await withPostgres { client, table in
+      let storage = try await PostgresSessionStorage<String, Cart.State>(
+        client: client,
+        table: table
+      )
+      guard case .acquired(let token, _, _) = try await storage.acquire("alice", owner: "a") else {
+        Issue.record("alice was not acquired")
+        return
+      }
+      _ = try await storage.renew([SessionLease(key: "alice", token: token)], owner: "a")
+      try await client.query(
+        "UPDATE \(unescaped: table)_owners SET alive_until = 'infinity' WHERE owner = 'a'"
+      )
+      try await client.query(
+        "UPDATE \(unescaped: table) SET lease_expires_at = 'epoch' WHERE key = 'alice'"
+      )
+      let held = try await storage.acquire("alice", owner: "b")
+      guard case .heldBy("a", _, let left?) = held else {
+        Issue.record("alice went to b while a was alive: \(held)")
+        return
+      }
+      #expect(left > .seconds(364 * 86_400) && left <= .seconds(365 * 86_400))
+      // Released, the key is free at once, whatever its owner's liveness.
+      try await storage.release([SessionLease(key: "alice", token: token)], owner: "a")
+      guard case .acquired = try await storage.acquire("alice", owner: "b") else {
+        Issue.record("alice was not free once released")
+        return
+      }
+    }
+  }
+
   @Test func storedTokensAtEitherEndOfTheRangeAreServedAndAnEndlessLeaseIsHeld() async throws {
     try await withPostgres { client, table in
       let storage = try await PostgresSessionStorage<String, Cart.State>(
