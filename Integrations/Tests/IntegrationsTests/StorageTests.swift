@@ -3,6 +3,7 @@ import Logging
 import PostgresNIO
 import ServiceLifecycle
 import ServiceLifecycleTestKit
+import Synchronization
 import Testing
 import Unidirectional
 import UnidirectionalPostgres
@@ -25,14 +26,18 @@ func checkStorageContract(
   expire: @Sendable (String) async throws -> Void
 ) async throws {
   let storage = try await makeStorage()
-  func registry(_ owner: String) -> Carts {
+  func registry(_ owner: String, on storage: any SessionStorage<String, Cart.State>) -> Carts {
     Carts(storage: storage, owner: owner) {
       Cart.State(customer: $0)
     } reducer: {
       Cart()
     }
   }
-  let a = registry("node-a")
+  func registry(_ owner: String) -> Carts { registry(owner, on: storage) }
+  // NB: A's renewals can be stopped, as a paused or cut-off instance's stop: a lease of a live
+  // instance that renews does not run out.
+  let renewalsOfA = StoppableRenewals(storage)
+  let a = registry("node-a", on: renewalsOfA)
   let b = registry("node-b")
   a.advertisedAddress = "http://127.0.0.1:9001"
   // Acknowledged is stored, and survives a new storage instance (a restart).
@@ -52,6 +57,7 @@ func checkStorageContract(
   #expect(holder?.address == "http://127.0.0.1:9001")
   #expect((holder?.leaseLeft ?? .zero) > .seconds(5))
   // After A's lease expires, B takes over with the last acknowledged state; A's save is refused.
+  renewalsOfA.stop()
   try await expire("alice")
   let cart = try await b.send(.add(item: "pear", quantity: 1), to: "alice", reading: { $0 })
   #expect(cart.items == ["apple": 2, "pear": 1])
@@ -62,6 +68,7 @@ func checkStorageContract(
     Issue.record("expected .ownershipLost, got \(String(describing: stale))")
     return
   }
+  renewalsOfA.resume()
   // Passivation saves and releases: A takes the key back at once.
   try await b.passivate("alice")
   let back = try await a.send(.add(item: "kiwi", quantity: 1), to: "alice", reading: { $0 })
@@ -118,6 +125,58 @@ func checkStorageContract(
   #expect(try await storage.load("erin") == nil)
   await a.shutdown(gracePeriod: .seconds(1))
   await b.shutdown(gracePeriod: .seconds(1))
+}
+
+/// A storage whose renewals can be stopped: they then fail, as a paused or cut-off instance's do.
+final class StoppableRenewals: SessionStorage, Sendable {
+  let base: any SessionStorage<String, Cart.State>
+  private let stopped = Atomic(false)
+
+  init(_ base: any SessionStorage<String, Cart.State>) { self.base = base }
+
+  func stop() { self.stopped.store(true, ordering: .relaxed) }
+  func resume() { self.stopped.store(false, ordering: .relaxed) }
+
+  var leaseDuration: Duration { self.base.leaseDuration }
+  var concurrentSaves: Int { self.base.concurrentSaves }
+  var leasesPerRenewal: Int { self.base.leasesPerRenewal }
+
+  func acquire(
+    _ key: String,
+    owner: String,
+    address: String?
+  ) async throws -> SessionAcquisition<Cart.State> {
+    try await self.base.acquire(key, owner: owner, address: address)
+  }
+
+  func load(_ key: String) async throws -> Cart.State? { try await self.base.load(key) }
+
+  func erase(_ key: String, token: UInt64?, owner: String) async throws -> SessionSaveResult {
+    try await self.base.erase(key, token: token, owner: owner)
+  }
+
+  func save(
+    _ writes: [SessionWrite<String, Cart.State>],
+    owner: String
+  ) async throws -> [SessionSaveResult] {
+    try await self.base.save(writes, owner: owner)
+  }
+
+  func save(
+    owner: String,
+    taking take: @Sendable () -> [SessionWrite<String, Cart.State>]
+  ) async throws -> [SessionSaveResult] {
+    try await self.base.save(owner: owner, taking: take)
+  }
+
+  func renew(_ leases: [SessionLease<String>], owner: String) async throws -> [String] {
+    guard !self.stopped.load(ordering: .relaxed) else { throw LoadError("renewals stopped") }
+    return try await self.base.renew(leases, owner: owner)
+  }
+
+  func release(_ leases: [SessionLease<String>], owner: String) async throws {
+    try await self.base.release(leases, owner: owner)
+  }
 }
 
 /// Set-up that is wrong is refused with an error naming it, before anything is read or written.
