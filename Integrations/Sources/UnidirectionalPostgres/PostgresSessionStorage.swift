@@ -329,30 +329,31 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
   ) async throws -> SessionAcquisition<State> {
     let text = try self.text(key)
     let lease = self.leaseMilliseconds
-    let acquired: (token: Int64, state: ByteBuffer?, version: Int32, keys: ByteBuffer?)?
+    var acquired: (token: Int64, state: ByteBuffer?, version: Int32, keys: ByteBuffer?)?
     do {
-      let rows = try await self.query(
-        """
-        INSERT INTO \(unescaped: self.table) AS t (key, owner, owner_address, lease_expires_at, token)
-        SELECT \(text), \(owner), \(address), now() + \(lease) * interval '1 millisecond',
-          \(Int64(bitPattern: Self.firstLeaseToken()))
-        FROM (SELECT \(unescaped: self.lockWaitSetting)) AS settings
-        ON CONFLICT (key) DO UPDATE SET
-          token = CASE WHEN t.token = 9223372036854775807 THEN -9223372036854775808
-            ELSE t.token + 1 END,
-          owner = excluded.owner,
-          owner_address = excluded.owner_address,
-          lease_expires_at = excluded.lease_expires_at
-        WHERE t.owner IS NULL OR t.owner = excluded.owner OR \(unescaped: self.leaseHasLapsed)
-        RETURNING t.token, t.state, t.encoding_version, t.idempotency_keys
-        """
-      )
-      var found: (Int64, ByteBuffer?, Int32, ByteBuffer?)?
-      for row in try rows.decoded((Int64, ByteBuffer?, Int32, ByteBuffer?).self) {
-        found = row
-      }
-      acquired = found.map { (token: $0.0, state: $0.1, version: $0.2, keys: $0.3) }
-      if acquired == nil {
+      // NB: a lease let go (or run out) between the taking and the look at its holder is taken
+      // again, a few times at most: "held by nobody" could not be forwarded anywhere.
+      attempts: for _ in 0..<3 {
+        let rows = try await self.query(
+          """
+          INSERT INTO \(unescaped: self.table) AS t (key, owner, owner_address, lease_expires_at, token)
+          SELECT \(text), \(owner), \(address), now() + \(lease) * interval '1 millisecond',
+            \(Int64(bitPattern: Self.firstLeaseToken()))
+          FROM (SELECT \(unescaped: self.lockWaitSetting)) AS settings
+          ON CONFLICT (key) DO UPDATE SET
+            token = CASE WHEN t.token = 9223372036854775807 THEN -9223372036854775808
+              ELSE t.token + 1 END,
+            owner = excluded.owner,
+            owner_address = excluded.owner_address,
+            lease_expires_at = excluded.lease_expires_at
+          WHERE t.owner IS NULL OR t.owner = excluded.owner OR \(unescaped: self.leaseHasLapsed)
+          RETURNING t.token, t.state, t.encoding_version, t.idempotency_keys
+          """
+        )
+        for row in try rows.decoded((Int64, ByteBuffer?, Int32, ByteBuffer?).self) {
+          acquired = (token: row.0, state: row.1, version: row.2, keys: row.3)
+        }
+        if acquired != nil { break attempts }
         let owners = try await self.query(
           """
           SELECT t.owner, t.owner_address,
@@ -363,13 +364,9 @@ public final class PostgresSessionStorage<Key: Hashable & Sendable, State: Codab
         )
         // NB: at most a year left: a row may hold any expiry, even an infinite one.
         for (holder, address, left) in try owners.decoded((String?, String?, Int64).self) {
-          return .heldBy(
-            owner: holder ?? "another owner",
-            address: address,
-            expiresIn: .milliseconds(max(0, left))
-          )
+          guard let holder, left > 0 else { continue attempts }
+          return .heldBy(owner: holder, address: address, expiresIn: .milliseconds(left))
         }
-        return .heldBy(owner: "another owner")
       }
     } catch {
       throw PostgresSessionStorageError.databaseUnavailable(describing(error))

@@ -29,7 +29,8 @@ import Unidirectional
 ///   meets `ownershipLost` at the owner (the lease moved meanwhile), it is answered 409. It also
 ///   names the owner it was meant for (`Unidirectional-Forwarded-To`): an instance under another
 ///   name at that address (the owner's process restarted there as another owner) answers 503 with
-///   `Retry-After`, as for an owner that cannot be reached, since the owner is no longer there.
+///   `Retry-After`, as for an owner that cannot be reached, since the owner is no longer there. So
+///   does a request for a key whose owner recorded this instance's own address.
 /// - An owner that cannot be reached is noted as such for what its lease had left, so the next
 ///   requests for its keys do not try it again; they are answered 503 with `Retry-After` (those
 ///   seconds). Once its lease expires, the instance a request reaches takes the key over.
@@ -111,8 +112,13 @@ public struct ForwardingMiddleware<Context: RequestContext>: RouterMiddleware {
         }
         throw error
       }
-      guard let owner = self.owner(key), let address = owner.address, address != self.address()
-      else { throw error }
+      guard let owner = self.owner(key), let address = owner.address else { throw error }
+      guard address != self.address() else {
+        // NB: the owner recorded this instance's address: it ran here before, under another name,
+        // and is gone; its lease has yet to run out.
+        guard owner.name != self.ownName, let left = owner.leaseLeft else { throw error }
+        throw OwnerUnreachable(retryAfterSeconds: SessionOwner.seconds(left))
+      }
       return try await self.forward(request, context, key: key, to: address, owner: owner)
     }
   }

@@ -306,6 +306,31 @@ private func forwardedHeaders() throws -> HTTPFields {
     await instances.shutdown()
   }
 
+  @Test func aKeyWhoseGoneOwnerRecordedThisInstancesAddressIsA503UntilItsLeaseRunsOut()
+    async throws
+  {
+    // A ran at this address and is gone; B, restarted there under another name, is asked for
+    // A's key directly (a balancer's choice): nothing to forward to, and A is not coming back.
+    let instances = TwoInstances()
+    instances.a.advertisedAddress = "http://127.0.0.1:18399"
+    instances.b.advertisedAddress = "http://127.0.0.1:18399"
+    try await instances.a.send(.add(item: "apple", quantity: 1), to: "alice")
+    await instances.time.advance(by: .seconds(4))
+    try await instances.forwardingB().test(.router) { clientB in
+      try await clientB.execute(uri: "/carts/alice/items", method: .post, body: apple) {
+        response in
+        #expect(response.status == .serviceUnavailable)
+        #expect(response.headers[.retryAfter] == "6")
+      }
+      await instances.time.advance(by: .seconds(7))
+      try await clientB.execute(uri: "/carts/alice/items", method: .post, body: apple) {
+        response in
+        #expect(response.status == .ok)
+      }
+    }
+    await instances.shutdown()
+  }
+
   @Test func anInstanceWithNoAddressForItsOwnerAnswers409() async throws {
     let instances = TwoInstances()
     try await instances.a.send(.add(item: "apple", quantity: 1), to: "alice")
