@@ -207,6 +207,22 @@ private func makeRegistry(
     await registry.shutdown(gracePeriod: .seconds(1))
   }
 
+  @Test func storesPassivatedBelowCapacityAreNotKeptForALaterEviction() async throws {
+    let clock = TestClock()
+    let registry = makeRegistry(idleTimeout: .seconds(300), capacity: 16, clock: clock)
+    for index in 0...16 { try await registry.send(.append(index), to: "k\(index)") }
+    // The eviction of k0 kept the next oldest for the evictions after it.
+    weak let oldest = await registry.liveStore(for: "k1")
+    #expect(oldest != nil)
+    await clock.advance(by: .seconds(300))
+    #expect(registry.liveCount == 0)
+    // NB: each send waits for its key's passivation to end, then activates a new store.
+    for index in 1...16 { try await registry.send(.append(0), to: "k\(index)") }
+    #expect(registry.liveCount == 16)
+    #expect(oldest == nil)
+    await registry.shutdown(gracePeriod: .seconds(1))
+  }
+
   @Test func anEffectsActionAlsoCountsAsUse() async throws {
     let gate = Gate()
     let registry = makeRegistry(capacity: 2, clock: TestClock(), gate: gate)

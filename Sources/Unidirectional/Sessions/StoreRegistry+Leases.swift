@@ -45,6 +45,9 @@ extension StoreRegistry {
   func remove(_ entry: Entry, in guarded: inout Guarded) -> Task<Void, Never>? {
     guard guarded.entries[entry.key] === entry else { return nil }
     guarded.entries.removeValue(forKey: entry.key)
+    // NB: below capacity no eviction is near, and the kept order would hold on to the stores
+    // that idle timeouts passivate (the oldest, the very ones it keeps) until the next one.
+    if guarded.liveCount < self.capacity { guarded.evictionOrder.removeAll() }
     guard guarded.entries.isEmpty else { return nil }
     defer { guarded.renewal = nil }
     return guarded.renewal
