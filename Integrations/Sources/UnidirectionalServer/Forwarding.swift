@@ -26,11 +26,10 @@ import Unidirectional
 /// among them) and body. The owner's answer comes back as it is, streamed (an SSE stream too).
 ///
 /// - A forwarded request carries `Unidirectional-Forwarded` and is never forwarded again: if it
-///   meets `ownershipLost` at the owner (the lease moved meanwhile), it is answered 409. It also
-///   names the owner it was meant for (`Unidirectional-Forwarded-To`): an instance under another
-///   name at that address (the owner's process restarted there as another owner) answers 503 with
-///   `Retry-After`, as for an owner that cannot be reached, since the owner is no longer there. So
-///   does a request for a key whose owner recorded this instance's own address.
+///   meets `ownershipLost` at the owner (the lease moved meanwhile), it is answered 409.
+/// - A key whose owner recorded this instance's own address under another name (the owner's
+///   process restarted here as another owner) is answered 503 with `Retry-After`, forwarded or
+///   not, as for an owner that cannot be reached: the owner is no longer there.
 /// - An owner that cannot be reached is noted as such for what its lease had left, so the next
 ///   requests for its keys do not try it again; they are answered 503 with `Retry-After` (those
 ///   seconds). Once its lease expires, the instance a request reaches takes the key over.
@@ -41,8 +40,6 @@ import Unidirectional
 public struct ForwardingMiddleware<Context: RequestContext>: RouterMiddleware {
   /// The header a forwarded request carries (its value: the forwarding instance's address).
   public static var forwardedHeader: String { "Unidirectional-Forwarded" }
-  /// The header naming the owner a forwarded request was meant for.
-  public static var forwardedToHeader: String { "Unidirectional-Forwarded-To" }
 
   private let client: HTTPClient
   private let owner: @Sendable (String) -> SessionOwner?
@@ -102,22 +99,19 @@ public struct ForwardingMiddleware<Context: RequestContext>: RouterMiddleware {
     do {
       return try await next(request, context)
     } catch let error as SessionError {
-      guard case .ownershipLost(let key, _) = error else { throw error }
-      if isForwarded {
-        // NB: meant for another owner: the one the forwarder knew is not at this address any
-        // more, as good as unreachable until its lease runs out. A 409 there was not retried.
-        let meant = request.headers.first { $0.name.canonicalName == forwardedToName }?.value
-        if let meant, meant != self.ownName, let left = self.owner(key)?.leaseLeft {
-          throw OwnerUnreachable(retryAfterSeconds: SessionOwner.seconds(left))
-        }
+      guard case .ownershipLost(let key, _) = error, let owner = self.owner(key) else {
         throw error
       }
-      guard let owner = self.owner(key), let address = owner.address else { throw error }
-      guard address != self.address() else {
-        // NB: the owner recorded this instance's address: it ran here before, under another name,
-        // and is gone; its lease has yet to run out.
-        guard owner.name != self.ownName, let left = owner.leaseLeft else { throw error }
+      if let address = owner.address, address == self.address(), owner.name != self.ownName,
+        let left = owner.leaseLeft
+      {
+        // NB: the owner recorded this instance's address: it ran here under another name (a
+        // restart) and is gone, as good as unreachable until its lease runs out. Forwarded here
+        // or asked directly, a 409 was not retried.
         throw OwnerUnreachable(retryAfterSeconds: SessionOwner.seconds(left))
+      }
+      guard !isForwarded, let address = owner.address, address != self.address() else {
+        throw error
       }
       return try await self.forward(request, context, key: key, to: address, owner: owner)
     }
@@ -139,7 +133,6 @@ public struct ForwardingMiddleware<Context: RequestContext>: RouterMiddleware {
       outbound.headers.add(name: field.name.rawName, value: field.value)
     }
     outbound.headers.replaceOrAdd(name: Self.forwardedHeader, value: self.address() ?? "unknown")
-    outbound.headers.replaceOrAdd(name: Self.forwardedToHeader, value: owner.name)
     if !outbound.headers.contains(name: "X-Request-ID"),
       let id = context.logger[metadataKey: "hb.request.id"]
     {
@@ -191,7 +184,6 @@ extension ForwardingMiddleware {
 }
 
 private let forwardedName = "unidirectional-forwarded"
-private let forwardedToName = "unidirectional-forwarded-to"
 
 /// Headers that belong to one connection, not to the request (RFC 9110 7.6.1), and the length,
 /// which the forwarded body sets again.
