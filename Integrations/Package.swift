@@ -78,6 +78,7 @@ let package = Package(
         .product(name: "HTTPTypes", package: "swift-http-types"),
         .product(name: "AsyncHTTPClient", package: "async-http-client"),
         .product(name: "PostgresNIO", package: "postgres-nio"),
+        .product(name: "NIOCore", package: "swift-nio"),
         .product(name: "NIOSSL", package: "swift-nio-ssl"),
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         .product(name: "Logging", package: "swift-log"),
@@ -127,6 +128,7 @@ let package = Package(
         .product(name: "MetricsTestKit", package: "swift-metrics"),
         .product(name: "Prometheus", package: "swift-prometheus"),
         .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+        .product(name: "NIOCore", package: "swift-nio"),
         .product(name: "PostgresNIO", package: "postgres-nio"),
       ]
     ),

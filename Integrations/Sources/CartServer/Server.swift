@@ -77,7 +77,8 @@ struct ServeOptions: Sendable {
   /// The least severe log lines written (`--log-level`, or `LOG_LEVEL`): `debug` during an
   /// incident shows each action and effect of each cart.
   var logLevel = Logger.Level.notice
-  /// How the other instances reach this one (default `http://HOST:PORT`).
+  /// How the other instances reach this one (default `http://HOST:PORT`; a wildcard HOST
+  /// advertises an address of this machine: ``advertisedAddress(port:interfaces:)``).
   var advertise: String?
   /// The most connections this instance opens to PostgreSQL (`--database-connections`).
   ///
@@ -223,7 +224,7 @@ private func serve(
     eventLoopGroupProvider: .singleton,
     configuration: clientConfiguration
   )
-  carts.advertisedAddress = options.advertise ?? "http://\(host):\(options.port)"
+  carts.advertisedAddress = options.advertisedAddress(port: options.port)
   let app = Application(
     router: makeRouter(carts: carts, forwarding: forwarding, metrics: metrics),
     server: .http1(
@@ -236,7 +237,11 @@ private func serve(
     services: [carts],
     onServerRunning: { channel in
       let port = channel.localAddress?.port ?? options.port
-      if options.advertise == nil { carts.advertisedAddress = "http://\(host):\(port)" }
+      let advertised = options.advertisedAddress(port: port)
+      carts.advertisedAddress = advertised
+      if options.advertise == nil, ServeOptions.isWildcard(host) {
+        logger.notice("other instances reach this one at \(advertised) (--advertise sets it)")
+      }
       let line = "cart-server listening on \(host):\(port) (storage: \(kind))\n"
       FileHandle.standardOutput.write(Data(line.utf8))
     },

@@ -1,3 +1,4 @@
+import NIOCore
 import Testing
 
 @testable import CartServer
@@ -116,6 +117,43 @@ import Testing
       }
       #expect(error?.description.contains("trace, debug, info") == true)
     }
+  }
+
+  @Test func aWildcardHostAdvertisesAnAddressOfThisMachineNeverTheWildcard() throws {
+    func addresses(_ ips: String...) throws -> [SocketAddress] {
+      try ips.map { try SocketAddress(ipAddress: $0, port: 0) }
+    }
+    let machine = try addresses("127.0.0.1", "::1", "fe80::1", "2001:db8::7", "10.0.0.7")
+    for host in ["0.0.0.0", "::", "[::]"] {
+      let options = try CartServerCommand.parseServe(["--host", host])
+      // IPv4 first: a dual-stack wildcard takes it, and it needs no interface named.
+      #expect(options.advertisedAddress(port: 8080) { machine } == "http://10.0.0.7:8080")
+      #expect(
+        options.advertisedAddress(port: 8080) {
+          try! addresses("127.0.0.1", "fe80::1", "2001:db8::7")
+        }
+          == "http://[2001:db8::7]:8080"
+      )
+      // Loopback alone: the instances can only be on this machine, and reach it so.
+      #expect(
+        options.advertisedAddress(port: 9) { try! addresses("127.0.0.1", "::1") }
+          == "http://127.0.0.1:9"
+      )
+      #expect(options.advertisedAddress(port: 9) { [] } == "http://127.0.0.1:9")
+    }
+    // Any other host is advertised as given (an IPv6 literal in brackets), and --advertise wins.
+    let named = try CartServerCommand.parseServe(["--host", "carts-1.internal"])
+    #expect(named.advertisedAddress(port: 80) { machine } == "http://carts-1.internal:80")
+    let ipv6 = try CartServerCommand.parseServe(["--host", "::1"])
+    #expect(ipv6.advertisedAddress(port: 80) { machine } == "http://[::1]:80")
+    let given = try CartServerCommand.parseServe([
+      "--host", "0.0.0.0", "--advertise", "http://lb:1",
+    ])
+    #expect(given.advertisedAddress(port: 80) { machine } == "http://lb:1")
+    // This machine's own list has no wildcard and no loopback in what it picks.
+    let picked = ServeOptions.reachableAddress(among: ServeOptions.interfaces())
+    #expect(!ServeOptions.isWildcard(picked))
+    #expect(picked == "127.0.0.1" || !(picked.hasPrefix("127.") || picked == "::1"))
   }
 
   @Test func withNoOwnerGivenTwoServersOnOneMachineAreTwoOwnersAndARestartIsTheSame() throws {
