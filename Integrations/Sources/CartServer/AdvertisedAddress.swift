@@ -23,9 +23,11 @@ extension ServeOptions {
     ["0.0.0.0", "::", "[::]", "0:0:0:0:0:0:0:0"].contains(host)
   }
 
-  /// The first of `addresses` another machine could reach: IPv4 before IPv6, never loopback, and
-  /// no link-local IPv6 (reaching one needs the sender's own interface named). With none (a
-  /// machine with loopback alone), `127.0.0.1`: then the instances can only share this machine.
+  /// The first of `addresses` another machine could reach.
+  ///
+  /// IPv4 before IPv6, never loopback, and no link-local IPv6 (reaching one needs the sender's own
+  /// interface named). With none (a machine with loopback alone), `127.0.0.1`: then the
+  /// instances can only share this machine.
   static func reachableAddress(among addresses: [SocketAddress]) -> String {
     func first(_ family: (SocketAddress) -> Bool) -> String? {
       addresses.first(where: family)?.ipAddress
