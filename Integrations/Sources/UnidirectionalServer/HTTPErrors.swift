@@ -79,9 +79,27 @@ public struct SessionHTTPError: HTTPResponseError, Sendable {
 ///
 /// Add it first, so it sees what every later middleware and route throws:
 /// `router.add(middleware: JSONErrorMiddleware())`.
+///
+/// What goes to the log depends on whose the failure is. The service's (a ``SessionError``, a
+/// 5xx) is logged at `serverErrors`, `warning` by default: someone running the service must act
+/// on it. A client's (a 4xx for its own bad request) is logged at `clientErrors`, `debug` by
+/// default, as Hummingbird logs what it refuses: at `warning`, a client sending bad requests
+/// in a loop would fill the log and hide the failures that page someone.
 public struct JSONErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+  /// The level the service's own failures are logged at.
+  public let serverErrors: Logger.Level
+  /// The level a client's bad requests are logged at.
+  public let clientErrors: Logger.Level
+
   /// Creates the middleware.
-  public init() {}
+  ///
+  /// - Parameters:
+  ///   - serverErrors: The level of the service's failures (``SessionError``s and 5xx).
+  ///   - clientErrors: The level of a client's bad requests (the other 4xx).
+  public init(serverErrors: Logger.Level = .warning, clientErrors: Logger.Level = .debug) {
+    self.serverErrors = serverErrors
+    self.clientErrors = clientErrors
+  }
 
   /// Runs the rest of the chain, answering what it throws.
   public func handle(
@@ -93,13 +111,19 @@ public struct JSONErrorMiddleware<Context: RequestContext>: RouterMiddleware {
       return try await next(request, context)
     } catch let error as SessionError {
       let mapped = SessionHTTPError(error)
-      log(context, request, status: mapped.status, detail: error.description)
+      self.log(context, request, status: mapped.status, error.description, self.serverErrors)
       return try mapped.response(from: request, context: context)
     } catch let error as SessionHTTPError {
-      log(context, request, status: error.status, detail: error.error.description)
+      self.log(context, request, status: error.status, error.error.description, self.serverErrors)
       return try error.response(from: request, context: context)
     } catch let error as IdempotencyKeyReused {
-      log(context, request, status: .unprocessableContent, detail: error.description)
+      self.log(
+        context,
+        request,
+        status: .unprocessableContent,
+        error.description,
+        self.clientErrors
+      )
       return jsonErrorResponse(
         .unprocessableContent,
         "this Idempotency-Key was used before with another request; send a new request under a new key",
@@ -109,12 +133,12 @@ public struct JSONErrorMiddleware<Context: RequestContext>: RouterMiddleware {
       return try error.response(from: request, context: context)
     } catch let error as HTTPError {
       let message = error.body ?? error.status.reasonPhrase
-      if error.status.code >= 500 { log(context, request, status: error.status, detail: message) }
+      self.log(context, request, status: error.status, message)
       return jsonErrorResponse(error.status, message, headers: error.headers)
     } catch let error as HTTPParserError {
       // NB: the head parsed but the body did not (a bad chunk size, a stream cut short): the
       // client's mistake, not the server's; the parser's text names no host or path.
-      log(context, request, status: .badRequest, detail: "\(error)")
+      self.log(context, request, status: .badRequest, "\(error)")
       return jsonErrorResponse(
         .badRequest,
         "the request's body is not valid HTTP/1.1: \(error)",
@@ -122,30 +146,36 @@ public struct JSONErrorMiddleware<Context: RequestContext>: RouterMiddleware {
       )
     } catch let error as any HTTPResponseError {
       let status = error.status
-      log(context, request, status: status, detail: "\(error)")
+      self.log(context, request, status: status, "\(error)")
       return jsonErrorResponse(status, status.reasonPhrase, headers: [:])
     } catch {
-      log(context, request, status: .internalServerError, detail: "\(error) (\(type(of: error)))")
+      self.log(context, request, status: .internalServerError, "\(error) (\(type(of: error)))")
       return jsonErrorResponse(.internalServerError, "internal error", headers: [:])
     }
   }
-}
 
-private func log(
-  _ context: some RequestContext,
-  _ request: Request,
-  status: HTTPResponse.Status,
-  detail: String
-) {
-  context.logger.warning(
-    "request failed",
-    metadata: [
-      "status": "\(status.code)",
-      "method": "\(request.method)",
-      "path": "\(request.uri.path)",
-      "error": "\(detail)",
-    ]
-  )
+  /// Logs a failed request with its detail; the request logger carries the request's id.
+  ///
+  /// At `level`, or by its status when none is given: a 5xx at ``serverErrors``, a 4xx at
+  /// ``clientErrors``.
+  private func log(
+    _ context: Context,
+    _ request: Request,
+    status: HTTPResponse.Status,
+    _ detail: String,
+    _ level: Logger.Level? = nil
+  ) {
+    context.logger.log(
+      level: level ?? (status.code >= 500 ? self.serverErrors : self.clientErrors),
+      "request failed",
+      metadata: [
+        "status": "\(status.code)",
+        "method": "\(request.method)",
+        "path": "\(request.uri.path)",
+        "error": "\(detail)",
+      ]
+    )
+  }
 }
 
 /// A JSON body `{"error": message}` with `status` and `headers`.
