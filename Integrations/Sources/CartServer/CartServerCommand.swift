@@ -52,29 +52,33 @@ struct CartServerCommand {
     }
     var rest = arguments[...]
     while let flag = rest.popFirst() {
-      guard Self.serveFlags.contains(flag) else {
-        throw UsageError("unknown option '\(flag)'. Usage: \(Self.usage)")
+      // NB: the value is taken in each case, so an unknown flag is named as unknown, not as one
+      // missing its value.
+      func value() throws -> String {
+        guard let value = rest.popFirst() else { throw UsageError("\(flag) needs a value") }
+        return value
       }
-      guard let value = rest.popFirst() else { throw UsageError("\(flag) needs a value") }
       switch flag {
-      case "--host": options.host = value
-      case "--port": options.port = try number(value, flag, in: 0...65_535)
-      case "--storage": options.storage = try StorageChoice(parsing: value)
-      case "--owner": options.owner = value
-      case "--lease-seconds": options.leaseSeconds = try number(value, flag, in: 1...86_400)
-      case "--idle-seconds": options.idleSeconds = try number(value, flag, in: 1...31_536_000)
+      case "--host": options.host = try value()
+      case "--port": options.port = try number(value(), flag, in: 0...65_535)
+      case "--storage": options.storage = try StorageChoice(parsing: value())
+      case "--owner": options.owner = try value()
+      case "--lease-seconds": options.leaseSeconds = try number(value(), flag, in: 1...86_400)
+      case "--idle-seconds": options.idleSeconds = try number(value(), flag, in: 1...31_536_000)
       case "--connection-idle-seconds":
-        guard let seconds = Double(value), seconds > 0, seconds <= 86_400 else {
-          throw UsageError("\(flag) takes a number of seconds above 0, not '\(value)'")
+        let text = try value()
+        guard let seconds = Double(text), seconds > 0, seconds <= 86_400 else {
+          throw UsageError("\(flag) takes a number of seconds above 0, not '\(text)'")
         }
         options.connectionIdleSeconds = seconds
-      case "--table": options.table = value
+      case "--table": options.table = try value()
       case "--database-connections":
-        options.databaseConnections = try number(value, flag, in: 1...10_000)
-      case "--log-level": options.logLevel = try logLevel(value, flag)
+        options.databaseConnections = try number(value(), flag, in: 1...10_000)
+      case "--log-level": options.logLevel = try logLevel(value(), flag)
       case "--advertise":
-        guard let address = httpAddress(value) else {
-          throw UsageError("--advertise takes an address like http://10.0.0.7:8080, not '\(value)'")
+        let text = try value()
+        guard let address = httpAddress(text) else {
+          throw UsageError("--advertise takes an address like http://10.0.0.7:8080, not '\(text)'")
         }
         options.advertise = address
       default: throw UsageError("unknown option '\(flag)'. Usage: \(Self.usage)")
@@ -82,15 +86,6 @@ struct CartServerCommand {
     }
     return options
   }
-
-  /// The flags `cart-server` serves with, each followed by its value.
-  static let serveFlags: Set = [
-    "--host", "--port", "--storage", "--owner", "--lease-seconds", "--idle-seconds",
-    "--connection-idle-seconds", "--table", "--log-level", "--advertise", "--database-connections",
-  ]
-
-  /// The flags of `cart-server load`, each followed by its value.
-  static let loadFlags: Set = ["--url", "--clients", "--seconds", "--customers"]
 
   static let usage = """
     cart-server [--host 127.0.0.1] [--port 8080] \
@@ -105,19 +100,20 @@ struct CartServerCommand {
     var urls: [String] = []
     var rest = arguments[...]
     while let flag = rest.popFirst() {
-      guard Self.loadFlags.contains(flag) else {
-        throw UsageError("unknown load option '\(flag)'. Usage: \(Self.usage)")
+      func value() throws -> String {
+        guard let value = rest.popFirst() else { throw UsageError("\(flag) needs a value") }
+        return value
       }
-      guard let value = rest.popFirst() else { throw UsageError("\(flag) needs a value") }
       switch flag {
       case "--url":
-        guard let address = httpAddress(value) else {
-          throw UsageError("--url takes an address like http://127.0.0.1:8080, not '\(value)'")
+        let text = try value()
+        guard let address = httpAddress(text) else {
+          throw UsageError("--url takes an address like http://127.0.0.1:8080, not '\(text)'")
         }
         urls.append(address)
-      case "--clients": options.clients = try number(value, flag, in: 1...10_000)
-      case "--seconds": options.seconds = try number(value, flag, in: 1...86_400)
-      case "--customers": options.customers = try number(value, flag, in: 1...100_000_000)
+      case "--clients": options.clients = try number(value(), flag, in: 1...10_000)
+      case "--seconds": options.seconds = try number(value(), flag, in: 1...86_400)
+      case "--customers": options.customers = try number(value(), flag, in: 1...100_000_000)
       default: throw UsageError("unknown load option '\(flag)'. Usage: \(Self.usage)")
       }
     }
