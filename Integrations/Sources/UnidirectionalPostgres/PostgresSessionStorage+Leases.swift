@@ -123,24 +123,6 @@ extension PostgresSessionStorage {
   /// every lease the owner holds, however many the call is given.
   public var leasesPerRenewal: Int { .max }
 
-  /// Runs one lease's statements, without the table's lock (a statement over one row waits for
-  /// no other row, so it cannot close a cycle); a row that stays locked is logged and left.
-  private func onOneLease(
-    ifLocked outcome: String,
-    _ statements: () async throws -> Void
-  ) async throws {
-    do {
-      try await statements()
-    } catch  where isLockTimeout(error) {
-      self.logger.warning(
-        "a lease's row is locked by another transaction; \(outcome)",
-        metadata: ["table": "\(self.table)"]
-      )
-    } catch {
-      throw PostgresSessionStorageError.databaseUnavailable(describing(error))
-    }
-  }
-
   /// Gives up the leases `owner` still holds; a key never saved leaves no row.
   ///
   /// One lease (a passivation's) goes in one statement over its row, which cannot close a cycle
@@ -186,8 +168,11 @@ extension PostgresSessionStorage {
 
   /// Gives up one lease in one statement: the row goes if it holds no state, else its lease is
   /// cleared (the two conditions exclusive, so no row is changed twice in the statement).
+  ///
+  /// It takes no table lock: a statement over one row waits for no other row, so it cannot close
+  /// a cycle. A row that stays locked is logged and its lease left held.
   private func releaseOne(_ key: String, token: Int64, owner: String) async throws {
-    try await self.onOneLease(ifLocked: "it is left held") {
+    do {
       try await self.query(
         """
         WITH settings AS (SELECT \(unescaped: self.leaseRowWaitSetting)),
@@ -202,6 +187,13 @@ extension PostgresSessionStorage {
           AND t.owner = \(owner) AND t.state IS NOT NULL
         """
       )
+    } catch  where isLockTimeout(error) {
+      self.logger.warning(
+        "a lease's row is locked by another transaction; it is left held",
+        metadata: ["table": "\(self.table)"]
+      )
+    } catch {
+      throw PostgresSessionStorageError.databaseUnavailable(describing(error))
     }
   }
 }
