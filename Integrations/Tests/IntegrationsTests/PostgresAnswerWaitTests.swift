@@ -32,6 +32,9 @@ struct PostgresAnswerWaitTests {
       )
       let run = Task { await client.run() }
       defer { run.cancel() }
+      // NB: the pool's first connection is made before the storage's short waits apply: on a
+      // machine busy with the other suites, making it took longer than the connection wait.
+      try await client.query("SELECT 1")
       let storage = try await PostgresSessionStorage<String, Cart.State>(
         client: client,
         table: table,
