@@ -25,7 +25,8 @@ import Unidirectional
 ///   removes its row. A row's key is the key's `String(describing:)`, so two keys must never
 ///   describe themselves alike.
 /// - Leases expire on this machine's wall clock (an SQLite file is shared by the processes of
-///   one machine).
+///   one machine). A lease holds while its row's expiry is ahead or its owner is alive: a renewal
+///   writes one row for its owner in `<table>_owners`, not one per key.
 public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable & Sendable>:
   SessionStorage
 {
@@ -44,10 +45,10 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
   /// The version of `State` this app reads and writes; rows are stored with it.
   public let stateVersion: Int
   private let migrate: (@Sendable (StoredState) throws -> State)?
-  private let pool: DatabasePool
+  let pool: DatabasePool
   private let turn = WriterTurn()
-  private let table: String
-  private let logger: Logger
+  let table: String
+  let logger: Logger
 
   /// Opens (or creates) the database at `path`, and creates or checks its table.
   ///
@@ -175,6 +176,7 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
       }
       return try Self.columns(of: table, in: db)
     }
+    try await self.createOrCheckOwnersTable()
     guard found == Self.columns else {
       throw SQLiteSessionStorageError.schemaMismatch(
         table: table,
@@ -184,7 +186,7 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
     }
   }
 
-  private static func columns(of table: String, in db: Database) throws -> [String] {
+  static func columns(of table: String, in db: Database) throws -> [String] {
     try Row.fetchAll(db, sql: "PRAGMA table_info(\(table))").map {
       "\(($0["name"] as String?) ?? "") \((($0["type"] as String?) ?? "").uppercased())"
     }
@@ -198,14 +200,14 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
     .read(as: State.self, key: key, currentVersion: self.stateVersion, migrate: self.migrate)
   }
 
-  private var now: Double { Date().timeIntervalSince1970 }
+  var now: Double { Date().timeIntervalSince1970 }
 
-  private var leaseSeconds: Double {
+  var leaseSeconds: Double {
     let (seconds, attoseconds) = self.leaseDuration.components
     return Double(seconds) + Double(attoseconds) / 1e18
   }
 
-  private func text(_ key: Key) throws -> String {
+  func text(_ key: Key) throws -> String {
     let text = "\(key)"
     guard text.utf8.count <= Self.maximumKeyLength else {
       throw SQLiteSessionStorageError.keyTooLong(
@@ -230,12 +232,12 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
     let holder = try await self.pool.read { db -> (String, String?, Double)? in
       let row = try Row.fetchOne(
         db,
-        sql: "SELECT owner, owner_address, lease_expiry FROM \(table) WHERE key = ?",
+        sql: "SELECT owner, owner_address, \(self.leaseColumns) FROM \(table) AS t WHERE key = ?",
         arguments: [text]
       )
       guard let row, let current: String = try row.stored("owner", of: text), current != owner
       else { return nil }
-      let expiry: Double = try row.stored("lease_expiry", of: text) ?? 0
+      let expiry = try Self.heldUntil(row, of: text)
       return expiry > now ? (current, try row.stored("owner_address", of: text), expiry) : nil
     }
     if let (current, address, expiry) = holder {
@@ -249,14 +251,14 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
       let current = try Row.fetchOne(
         db,
         sql: """
-          SELECT owner, owner_address, lease_expiry, token, state, encoding_version,
+          SELECT owner, owner_address, \(self.leaseColumns), token, state, encoding_version,
             idempotency_keys
-          FROM \(table) WHERE key = ?
+          FROM \(table) AS t WHERE key = ?
           """,
         arguments: [text]
       )
       let currentOwner: String? = try current?.stored("owner", of: text)
-      let expiry: Double = try current?.stored("lease_expiry", of: text) ?? 0
+      let expiry = try current.map { try Self.heldUntil($0, of: text) } ?? 0
       let stored: Int64? = try current?.stored("token", of: text)
       if let currentOwner, currentOwner != owner, expiry > now {
         return .heldBy(
@@ -330,10 +332,10 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
       } else {
         try db.execute(
           sql: """
-            DELETE FROM \(table)
-            WHERE key = ? AND (owner IS NULL OR owner = ? OR lease_expiry <= ?)
+            DELETE FROM \(table) AS t
+            WHERE key = ? AND (owner IS NULL OR owner = ? OR \(self.leaseHasLapsed))
             """,
-          arguments: [text, owner, now]
+          arguments: [text, owner, now, now]
         )
       }
       if db.changesCount == 1 { return .saved }
@@ -435,10 +437,14 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
     let update = try db.cachedStatement(
       sql: """
         UPDATE \(self.table)
-        SET state = ?, encoding_version = ?, idempotency_keys = coalesce(?, idempotency_keys)
+        SET state = ?, encoding_version = ?, idempotency_keys = coalesce(?, idempotency_keys),
+          lease_expiry = max(lease_expiry, ?)
         WHERE key = ? AND token = ? AND owner = ?
         """
     )
+    // NB: a save moves its row's expiry on, so a release before owners' liveness, running beside
+    // this one in a rolling deploy, sees a key in use as held.
+    let expiry = self.now + self.leaseSeconds
     return try rows.map { row -> SessionSaveResult in
       let key: String
       switch row {
@@ -446,7 +452,7 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
         return .refused(reason: refusal.reason)
       case .success(let (text, data, keys, token)):
         key = text
-        try update.execute(arguments: [data, self.stateVersion, keys, text, token, owner])
+        try update.execute(arguments: [data, self.stateVersion, keys, expiry, text, token, owner])
       }
       if db.changesCount == 1 { return .saved }
       let current = try Row.fetchOne(
@@ -456,59 +462,6 @@ public final class SQLiteSessionStorage<Key: Hashable & Sendable, State: Codable
       )
       // NB: an owner of another type is no owner to name; the batch's other writes stand.
       return .staleToken(currentOwner: try? current?.stored("owner", of: key))
-    }
-  }
-
-  /// Extends the leases `owner` still holds, a transaction per ``renewalChunk`` of them; returns
-  /// the keys it lost.
-  public func renew(_ leases: [SessionLease<Key>], owner: String) async throws -> [Key] {
-    let (table, lease) = (self.table, self.leaseSeconds)
-    // NB: in the table's order, so a chunk's rows share pages: in the registry's order, each
-    // chunk of a thousand wrote about a thousand pages.
-    let rows = try leases.map { (try self.text($0.key), Int64(bitPattern: $0.token), $0.key) }
-      .sorted { $0.0 < $1.0 }
-    var lost: [Key] = []
-    for start in stride(from: 0, to: rows.count, by: Self.renewalChunk) {
-      let chunk = rows[start..<min(start + Self.renewalChunk, rows.count)]
-      // NB: each chunk's expiry from its own time: the last of a long renewal is not short.
-      let expiry = self.now + lease
-      lost += try await self.pool.write { db in
-        var lost: [Key] = []
-        let update = try db.cachedStatement(
-          sql: "UPDATE \(table) SET lease_expiry = ? WHERE key = ? AND token = ? AND owner = ?"
-        )
-        for (text, token, key) in chunk {
-          try update.execute(arguments: [expiry, text, token, owner])
-          if db.changesCount == 0 { lost.append(key) }
-        }
-        return lost
-      }
-    }
-    return lost
-  }
-
-  /// How many leases one renewal transaction extends: the one writer saves between them, so an
-  /// instance with 100,000 live keys does not hold every save for the whole renewal.
-  public static var renewalChunk: Int { 5_000 }
-
-  /// Gives up the leases `owner` still holds; a key never saved leaves no row.
-  public func release(_ leases: [SessionLease<Key>], owner: String) async throws {
-    let table = self.table
-    let rows = try leases.map { (try self.text($0.key), Int64(bitPattern: $0.token)) }
-    try await self.pool.write { db in
-      for (text, token) in rows {
-        try db.execute(
-          sql: "DELETE FROM \(table) WHERE key = ? AND token = ? AND owner = ? AND state IS NULL",
-          arguments: [text, token, owner]
-        )
-        try db.execute(
-          sql: """
-            UPDATE \(table) SET owner = NULL, owner_address = NULL, lease_expiry = 0
-            WHERE key = ? AND token = ? AND owner = ?
-            """,
-          arguments: [text, token, owner]
-        )
-      }
     }
   }
 
@@ -575,7 +528,7 @@ extension Row {
   /// A value of another type there (a row another program or version wrote: SQLite keeps any
   /// type in any column) throws ``SessionStateUnreadable`` naming the key and the column, where
   /// GRDB's subscript traps.
-  fileprivate func stored<Value: DatabaseValueConvertible>(
+  func stored<Value: DatabaseValueConvertible>(
     _ column: String,
     of key: String
   ) throws -> Value? {

@@ -51,7 +51,7 @@ func checkRenewalInChunks(
       storage,
       chunk: SQLiteSessionStorage<String, Cart.State>.renewalChunk
     ) { key in
-      try sqlite(path, "UPDATE sessions SET lease_expiry = 0 WHERE key = '\(key)'")
+      try expireSQLiteLease(on: key, path)
     }
   }
 

@@ -57,7 +57,7 @@ func checkStorageContract(
   #expect(holder?.address == "http://127.0.0.1:9001")
   #expect((holder?.leaseLeft ?? .zero) > .seconds(5))
   // After A's lease expires, B takes over with the last acknowledged state; A's save is refused.
-  renewalsOfA.stop()
+  await renewalsOfA.stop()
   try await expire("alice")
   let cart = try await b.send(.add(item: "pear", quantity: 1), to: "alice", reading: { $0 })
   #expect(cart.items == ["apple": 2, "pear": 1])
@@ -130,12 +130,30 @@ func checkStorageContract(
 /// A storage whose renewals can be stopped: they then fail, as a paused or cut-off instance's do.
 final class StoppableRenewals: SessionStorage, Sendable {
   let base: any SessionStorage<String, Cart.State>
-  private let stopped = Atomic(false)
+  /// Whether renewals are stopped, the renewals in flight, and who waits for them to end.
+  private let renewals = Mutex<
+    (stopped: Bool, inFlight: Int, drained: [CheckedContinuation<Void, Never>])
+  >(
+    (false, 0, [])
+  )
 
   init(_ base: any SessionStorage<String, Cart.State>) { self.base = base }
 
-  func stop() { self.stopped.store(true, ordering: .relaxed) }
-  func resume() { self.stopped.store(false, ordering: .relaxed) }
+  /// Stops renewals, and returns once none is in flight: one that began before would mark the
+  /// owner alive again after a test ended its lease.
+  func stop() async {
+    await withCheckedContinuation { continuation in
+      let drained = self.renewals.withLock { renewals in
+        renewals.stopped = true
+        guard renewals.inFlight > 0 else { return true }
+        renewals.drained.append(continuation)
+        return false
+      }
+      if drained { continuation.resume() }
+    }
+  }
+
+  func resume() { self.renewals.withLock { $0.stopped = false } }
 
   var leaseDuration: Duration { self.base.leaseDuration }
   var concurrentSaves: Int { self.base.concurrentSaves }
@@ -170,7 +188,20 @@ final class StoppableRenewals: SessionStorage, Sendable {
   }
 
   func renew(_ leases: [SessionLease<String>], owner: String) async throws -> [String] {
-    guard !self.stopped.load(ordering: .relaxed) else { throw LoadError("renewals stopped") }
+    let stopped = self.renewals.withLock { renewals in
+      if !renewals.stopped { renewals.inFlight += 1 }
+      return renewals.stopped
+    }
+    guard !stopped else { throw LoadError("renewals stopped") }
+    defer {
+      let drained = self.renewals.withLock { renewals in
+        renewals.inFlight -= 1
+        guard renewals.inFlight == 0 else { return [CheckedContinuation<Void, Never>]() }
+        defer { renewals.drained = [] }
+        return renewals.drained
+      }
+      for waiter in drained { waiter.resume() }
+    }
     return try await self.base.renew(leases, owner: owner)
   }
 
@@ -238,7 +269,7 @@ final class StoppableRenewals: SessionStorage, Sendable {
     } corrupt: { key in
       try sqlite(path, "UPDATE sessions SET state = x'7b6e6f' WHERE key = '\(key)'")
     } expire: { key in
-      try sqlite(path, "UPDATE sessions SET lease_expiry = 0 WHERE key = '\(key)'")
+      try expireSQLiteLease(on: key, path)
     }
   }
 
