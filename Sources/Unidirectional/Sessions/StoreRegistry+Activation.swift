@@ -167,22 +167,25 @@ extension StoreRegistry {
   /// every one outside the kept part (a touch takes a stamp newer than every earlier one, and an
   /// activation a newer one still), so it is the least recently used of all.
   static func leastRecentlyUsed(_ guarded: inout Guarded, except excluded: Entry) -> Entry? {
-    for pass in 0..<2 {
-      while let (entry, stamp) = guarded.evictionOrder.popLast() {
-        guard entry !== excluded, guarded.entries[entry.key] === entry,
-          case .live = entry.phase, entry.activity.recency == stamp
-        else { continue }
-        return entry
-      }
-      guard pass == 0 else { break }
-      var live: [(entry: Entry, stamp: UInt64)] = []
-      live.reserveCapacity(guarded.liveCount)
-      for entry in guarded.entries.values where entry !== excluded {
-        guard case .live = entry.phase else { continue }
-        live.append((entry, entry.activity.recency))
-      }
-      live.sort { $0.stamp > $1.stamp }
-      guarded.evictionOrder = Array(live.suffix(max(8, live.count / 16)))
+    if let kept = Self.oldestKept(&guarded, except: excluded) { return kept }
+    var live: [(entry: Entry, stamp: UInt64)] = []
+    live.reserveCapacity(guarded.liveCount)
+    for entry in guarded.entries.values where entry !== excluded {
+      guard case .live = entry.phase else { continue }
+      live.append((entry, entry.activity.recency))
+    }
+    live.sort { $0.stamp > $1.stamp }
+    guarded.evictionOrder = Array(live.suffix(max(8, live.count / 16)))
+    return Self.oldestKept(&guarded, except: excluded)
+  }
+
+  /// Takes from the kept eviction order the oldest entry still live with its stamp unchanged.
+  private static func oldestKept(_ guarded: inout Guarded, except excluded: Entry) -> Entry? {
+    while let (entry, stamp) = guarded.evictionOrder.popLast() {
+      guard entry !== excluded, guarded.entries[entry.key] === entry,
+        case .live = entry.phase, entry.activity.recency == stamp
+      else { continue }
+      return entry
     }
     return nil
   }
