@@ -54,10 +54,7 @@ struct CartServerCommand {
     while let flag = rest.popFirst() {
       // NB: the value is taken in each case, so an unknown flag is named as unknown, not as one
       // missing its value.
-      func value() throws -> String {
-        guard let value = rest.popFirst() else { throw UsageError("\(flag) needs a value") }
-        return value
-      }
+      func value() throws -> String { try Self.value(of: flag, from: &rest) }
       switch flag {
       case "--host": options.host = try value()
       case "--port": options.port = try number(value(), flag, in: 0...65_535)
@@ -100,10 +97,7 @@ struct CartServerCommand {
     var urls: [String] = []
     var rest = arguments[...]
     while let flag = rest.popFirst() {
-      func value() throws -> String {
-        guard let value = rest.popFirst() else { throw UsageError("\(flag) needs a value") }
-        return value
-      }
+      func value() throws -> String { try Self.value(of: flag, from: &rest) }
       switch flag {
       case "--url":
         let text = try value()
@@ -119,6 +113,12 @@ struct CartServerCommand {
     }
     if !urls.isEmpty { options.urls = urls }
     return options
+  }
+
+  /// The value after `flag`, taken from `rest`.
+  static func value(of flag: String, from rest: inout ArraySlice<String>) throws -> String {
+    guard let value = rest.popFirst() else { throw UsageError("\(flag) needs a value") }
+    return value
   }
 
   static func logLevel(_ text: String, _ flag: String) throws -> Logger.Level {

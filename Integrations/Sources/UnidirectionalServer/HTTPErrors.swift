@@ -117,13 +117,7 @@ public struct JSONErrorMiddleware<Context: RequestContext>: RouterMiddleware {
       self.log(context, request, status: error.status, error.error.description, self.serverErrors)
       return try error.response(from: request, context: context)
     } catch let error as IdempotencyKeyReused {
-      self.log(
-        context,
-        request,
-        status: .unprocessableContent,
-        error.description,
-        self.clientErrors
-      )
+      self.log(context, request, status: .unprocessableContent, error.description)
       return jsonErrorResponse(
         .unprocessableContent,
         "this Idempotency-Key was used before with another request; send a new request under a new key",
