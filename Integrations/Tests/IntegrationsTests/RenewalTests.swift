@@ -72,6 +72,51 @@ func checkRenewalInChunks(
   }
 }
 
+/// A storage that keeps leases by owner liveness: a renewal changes no session row (`rows`, each
+/// row's version), a live owner keeps a lease whose row's expiry is past, and once the owner is
+/// not alive another takes its key, which the owner's next renewal reports lost, alone.
+func checkOwnerLiveness(
+  _ storage: any SessionStorage<String, Cart.State>,
+  rows: @Sendable () async throws -> [String: String],
+  expireRows: @Sendable () async throws -> Void,
+  expireOwner: @Sendable (String) async throws -> Void
+) async throws {
+  var leases: [SessionLease<String>] = []
+  for key in ["k0", "k1", "k2"] {
+    guard case .acquired(let token, _, _) = try await storage.acquire(key, owner: "a") else {
+      Issue.record("\(key) was not acquired")
+      return
+    }
+    leases.append(SessionLease(key: key, token: token))
+  }
+  let write = SessionWrite(key: "k0", state: Cart.State(customer: "k0"), token: leases[0].token)
+  #expect(try await storage.save([write], owner: "a") == [.saved])
+  let before = try await rows()
+  #expect(try await storage.renew(leases, owner: "a").isEmpty)
+  #expect(try await rows() == before)
+  // The rows' own expiry past, the owner's liveness keeps them, and says for how long.
+  try await expireRows()
+  let held = try await storage.acquire("k0", owner: "b")
+  guard case .heldBy("a", _, let left?) = held else {
+    Issue.record("k0 went to another owner while a was alive: \(held)")
+    return
+  }
+  #expect(left > .seconds(5) && left <= .seconds(10))
+  #expect(try await storage.erase("k0", token: nil, owner: "b") == .staleToken(currentOwner: "a"))
+  // Once the owner is no longer alive, another takes its key, and the owner's next renewal
+  // reports that key, and only that one, lost.
+  try await expireOwner("a")
+  guard case .acquired = try await storage.acquire("k0", owner: "b") else {
+    Issue.record("k0 was not taken over once a was no longer alive")
+    return
+  }
+  #expect(try await storage.renew(leases.shuffled(), owner: "a") == ["k0"])
+  // Alive again, the owner keeps the rest, and its stale save of the lost key is refused.
+  let other = try await storage.acquire("k1", owner: "b")
+  #expect(other.holder == "a", "\(other)")
+  #expect(try await storage.save([write], owner: "a") == [.staleToken(currentOwner: "b")])
+}
+
 /// PostgreSQL keeps a lease while its owner is alive: a renewal writes one row, not one per key.
 @Suite(
   .timeLimit(.minutes(2)),
@@ -84,56 +129,32 @@ struct OwnerLivenessTests {
         client: client,
         table: table
       )
-      var leases: [SessionLease<String>] = []
-      for key in ["k0", "k1", "k2"] {
-        guard case .acquired(let token, _, _) = try await storage.acquire(key, owner: "a") else {
-          Issue.record("\(key) was not acquired")
-          return
+      try await checkOwnerLiveness(
+        storage,
+        rows: {
+          var versions: [String: String] = [:]
+          let rows = try await client.query(
+            "SELECT key, xmin::text || lease_expires_at::text FROM \(unescaped: table)"
+          )
+          for try await (key, version) in rows.decode((String, String).self) {
+            versions[key] = version
+          }
+          return versions
+        },
+        expireRows: {
+          try await client.query(
+            "UPDATE \(unescaped: table) SET lease_expires_at = now() - interval '1 second'"
+          )
+        },
+        expireOwner: { owner in
+          try await client.query(
+            """
+            UPDATE \(unescaped: table)_owners SET alive_until = now() - interval '1 second'
+            WHERE owner = \(owner)
+            """
+          )
         }
-        leases.append(SessionLease(key: key, token: token))
-      }
-      let write = SessionWrite(key: "k0", state: Cart.State(customer: "k0"), token: leases[0].token)
-      #expect(try await storage.save([write], owner: "a") == [.saved])
-      @Sendable func versions() async throws -> [String: String] {
-        var versions: [String: String] = [:]
-        let rows = try await client.query(
-          "SELECT key, xmin::text || lease_expires_at::text FROM \(unescaped: table)"
-        )
-        for try await (key, version) in rows.decode((String, String).self) {
-          versions[key] = version
-        }
-        return versions
-      }
-      let before = try await versions()
-      #expect(try await storage.renew(leases, owner: "a").isEmpty)
-      #expect(try await versions() == before)
-      // The rows' own expiry past, the owner's liveness keeps them, and says for how long.
-      try await client.query(
-        "UPDATE \(unescaped: table) SET lease_expires_at = now() - interval '1 second'"
       )
-      let held = try await storage.acquire("k0", owner: "b")
-      guard case .heldBy("a", _, let left?) = held else {
-        Issue.record("k0 went to another owner while a was alive: \(held)")
-        return
-      }
-      #expect(left > .seconds(5) && left <= .seconds(10))
-      // Once the owner is no longer alive, another takes its key, and the owner's next renewal
-      // reports that key, and only that one, lost.
-      try await client.query(
-        """
-        UPDATE \(unescaped: table)_owners SET alive_until = now() - interval '1 second'
-        WHERE owner = 'a'
-        """
-      )
-      guard case .acquired = try await storage.acquire("k0", owner: "b") else {
-        Issue.record("k0 was not taken over once a was no longer alive")
-        return
-      }
-      #expect(try await storage.renew(leases, owner: "a") == ["k0"])
-      // Alive again, the owner keeps the rest, and its stale save of the lost key is refused.
-      let other = try await storage.acquire("k1", owner: "b")
-      #expect(other.holder == "a", "\(other)")
-      #expect(try await storage.save([write], owner: "a") == [.staleToken(currentOwner: "b")])
     }
   }
 

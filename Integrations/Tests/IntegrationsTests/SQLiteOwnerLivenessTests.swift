@@ -27,48 +27,23 @@ func expireSQLiteLease(on key: String, _ path: String, table: String = "sessions
     defer { try? FileManager.default.removeItem(at: directory) }
     let path = directory.appendingPathComponent("carts.sqlite").path
     let storage = try await SQLiteSessionStorage<String, Cart.State>(path: path)
-    var leases: [SessionLease<String>] = []
-    for key in ["k0", "k1", "k2"] {
-      guard case .acquired(let token, _, _) = try await storage.acquire(key, owner: "a") else {
-        Issue.record("\(key) was not acquired")
-        return
-      }
-      leases.append(SessionLease(key: key, token: token))
-    }
-    let write = SessionWrite(key: "k0", state: Cart.State(customer: "k0"), token: leases[0].token)
-    #expect(try await storage.save([write], owner: "a") == [.saved])
     let reader = try DatabaseQueue(path: path)
-    @Sendable func rows() async throws -> [[String]] {
-      try await reader.read { db in
-        try Row.fetchAll(db, sql: "SELECT * FROM sessions ORDER BY key").map { row in
-          row.databaseValues.map(\.description)
+    try await checkOwnerLiveness(
+      storage,
+      rows: {
+        try await reader.read { db in
+          var rows: [String: String] = [:]
+          for row in try Row.fetchAll(db, sql: "SELECT * FROM sessions") {
+            rows[row["key"]] = row.databaseValues.map(\.description).joined(separator: " ")
+          }
+          return rows
         }
+      },
+      expireRows: { try sqlite(path, "UPDATE sessions SET lease_expiry = 0") },
+      expireOwner: { owner in
+        try sqlite(path, "UPDATE sessions_owners SET alive_until = 0 WHERE owner = '\(owner)'")
       }
-    }
-    let before = try await rows()
-    #expect(try await storage.renew(leases, owner: "a").isEmpty)
-    #expect(try await rows() == before)
-    // The rows' own expiry past, the owner's liveness keeps them, and says for how long.
-    try sqlite(path, "UPDATE sessions SET lease_expiry = 0")
-    let held = try await storage.acquire("k0", owner: "b")
-    guard case .heldBy("a", _, let left?) = held else {
-      Issue.record("k0 went to another owner while a was alive: \(held)")
-      return
-    }
-    #expect(left > .seconds(5) && left <= .seconds(10))
-    #expect(try await storage.erase("k0", token: nil, owner: "b") == .staleToken(currentOwner: "a"))
-    // Once the owner is no longer alive, another takes its key, and the owner's next renewal
-    // reports that key, and only that one, lost.
-    try sqlite(path, "UPDATE sessions_owners SET alive_until = 0 WHERE owner = 'a'")
-    guard case .acquired = try await storage.acquire("k0", owner: "b") else {
-      Issue.record("k0 was not taken over once a was no longer alive")
-      return
-    }
-    #expect(try await storage.renew(leases.shuffled(), owner: "a") == ["k0"])
-    // Alive again, the owner keeps the rest, and its stale save of the lost key is refused.
-    let other = try await storage.acquire("k1", owner: "b")
-    #expect(other.holder == "a", "\(other)")
-    #expect(try await storage.save([write], owner: "a") == [.staleToken(currentOwner: "b")])
+    )
   }
 
   @Test func aSaveMovesItsRowsExpiryOnSoAnEarlierReleaseStillSeesTheKeyHeld() async throws {
