@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import PostgresNIO
+import RegexBuilder
 import Testing
 
 @testable import CartServer
@@ -85,12 +86,17 @@ struct MetricsProcessTests {
       "--storage", "sqlite:\(directory.appendingPathComponent("c.sqlite").path)",
     ])
     let client = HTTPClient(eventLoopGroupProvider: .singleton)
-    func call(_ method: HTTPMethod, _ path: String, _ body: String? = nil) async throws -> String {
+    func call(
+      _ method: HTTPMethod,
+      _ path: String,
+      _ body: String? = nil,
+      expecting status: UInt = 200
+    ) async throws -> String {
       var request = HTTPClientRequest(url: server.url + path)
       request.method = method
       if let body { request.body = .bytes(ByteBuffer(string: body)) }
       let response = try await client.execute(request, timeout: .seconds(10))
-      #expect(response.status.code < 300, "\(method) \(path): \(response.status)")
+      #expect(response.status.code == status, "\(method) \(path): \(response.status)")
       return String(buffer: try await response.body.collect(upTo: 1 << 22))
     }
     // A bounded load, counted as it goes: 40 adds to 10 customers, concurrently.
@@ -107,13 +113,57 @@ struct MetricsProcessTests {
       }
       try await group.waitForAll()
     }
-    for customer in customers.prefix(3) { _ = try await call(.DELETE, "/carts/\(customer)") }
+    for customer in customers.prefix(3) {
+      _ = try await call(.DELETE, "/carts/\(customer)", expecting: 204)
+    }
+    _ = try await call(.POST, "/carts/m0/items", "not json", expecting: 400)
+    _ = try await call(
+      .GET,
+      "/carts/m0/nowhere/\(String(repeating: "x", count: 50))",
+      expecting: 404
+    )
     let scrape = try await call(.GET, "/metrics")
     #expect(sample("unidirectional_actions_total", in: scrape) == 40)
     #expect(sample("unidirectional_session_activations_total", in: scrape) == 10)
     #expect(sample(#"unidirectional_session_passivations_total{reason="erased"}"#, in: scrape) == 3)
     #expect(sample("unidirectional_sessions_live", in: scrape) == 7)
     #expect(sample("unidirectional_storage_failures_total", in: scrape) == 0)
+    // Each request under its route's pattern and the status it got; an unknown path under one
+    // name, never its own.
+    func requests(_ route: String, _ method: String, _ status: Int) -> Double? {
+      sample(
+        #"http_server_requests_total{http_route="\#(route)",http_request_method="\#(method)","#
+          + #"http_response_status_code="\#(status)"}"#,
+        in: scrape
+      )
+    }
+    #expect(requests("/carts/{customer}/items", "POST", 200) == 40)
+    #expect(requests("/carts/{customer}/items", "POST", 400) == 1)
+    #expect(requests("/carts/{customer}", "DELETE", 204) == 3)
+    #expect(requests("NotFound", "GET", 404) == 1)
+    #expect(!scrape.contains("xxxxx"))
+    // Every sample's name and label names are Prometheus's, or a scraper refuses the whole scrape.
+    let name = /[a-zA-Z_:][a-zA-Z0-9_:]*/
+    let label = /[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*"/
+    for line in scrape.split(separator: "\n") where !line.hasPrefix("#") {
+      let matches = line.wholeMatch(
+        of: Regex {
+          name
+          Optionally {
+            "{"
+            label
+            ZeroOrMore {
+              ","
+              label
+            }
+            "}"
+          }
+          " "
+          OneOrMore(.anyNonNewline)
+        }
+      )
+      #expect(matches != nil, "not a Prometheus sample: \(line)")
+    }
     #expect(await server.stop(SIGTERM) == 0)
     try await client.shutdown()
   }
