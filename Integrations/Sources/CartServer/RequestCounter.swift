@@ -22,6 +22,12 @@ struct RequestCounter<Context: RequestContext>: RouterMiddleware {
   }
 
   private let counters = Counters()
+  private let factory: any MetricsFactory
+
+  /// Counts into `factory`'s metrics (the bootstrapped system's by default).
+  init(factory: any MetricsFactory = MetricsSystem.factory) {
+    self.factory = factory
+  }
 
   func handle(
     _ request: Request,
@@ -56,7 +62,8 @@ struct RequestCounter<Context: RequestContext>: RouterMiddleware {
           ("http_route", key.route),
           ("http_request_method", key.method.rawValue),
           ("http_response_status_code", String(key.status)),
-        ]
+        ],
+        factory: self.factory
       )
       counters[key] = counter
       return counter

@@ -54,10 +54,10 @@ func makeRouter(
   // NB: HEAD is answered wherever GET is, as HTTP asks of a server (balancers' health checks
   // use it); Hummingbird routes it only when told to.
   let router = Router(options: .autoGenerateHeadEndpoints)
-  if metrics != nil {
+  if let metrics {
     // NB: outside the error middleware, so it counts each request under the status its client
     // got (a `SessionError` it sees thrown would count as a 500, not the 503 answered).
-    router.add(middleware: RequestCounter())
+    router.add(middleware: RequestCounter(factory: PrometheusMetricsFactory(registry: metrics)))
   }
   router.add(middleware: JSONErrorMiddleware())
   if let metrics {
