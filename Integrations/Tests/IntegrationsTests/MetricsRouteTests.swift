@@ -19,6 +19,15 @@ func sample(_ name: String, in scrape: String) -> Double? {
   return nil
 }
 
+/// The count of requests to `route` (its pattern) by `method` that got `status`, in a scrape.
+func requestCount(_ route: String, _ method: String, _ status: Int, in scrape: String) -> Double? {
+  sample(
+    #"http_server_requests_total{http_route="\#(route)",http_request_method="\#(method)","#
+      + #"http_response_status_code="\#(status)"}"#,
+    in: scrape
+  )
+}
+
 @Suite(.timeLimit(.minutes(1))) struct MetricsRouteTests {
   @Test func metricsAreServedInPrometheusTextWithTheCountsOfWhatHappened() async throws {
     let prometheus = PrometheusCollectorRegistry()
@@ -79,18 +88,11 @@ func sample(_ name: String, in scrape: String) -> Double? {
       }
       try await client.execute(uri: "/metrics", method: .get) { response in
         let scrape = String(buffer: response.body)
-        func requests(_ route: String, _ method: String, _ status: Int) -> Double? {
-          sample(
-            #"http_server_requests_total{http_route="\#(route)",http_request_method="\#(method)","#
-              + #"http_response_status_code="\#(status)"}"#,
-            in: scrape
-          )
-        }
-        #expect(requests("/carts/{customer}/items", "POST", 200) == 5)
-        #expect(requests("/carts/{customer}/items", "POST", 422) == 1)
-        #expect(requests("/carts/{customer}/items", "POST", 503) == 1)
-        #expect(requests("/carts/{customer}/items", "POST", 500) == nil)
-        #expect(requests("/carts/{customer}", "DELETE", 204) == 1)
+        #expect(requestCount("/carts/{customer}/items", "POST", 200, in: scrape) == 5)
+        #expect(requestCount("/carts/{customer}/items", "POST", 422, in: scrape) == 1)
+        #expect(requestCount("/carts/{customer}/items", "POST", 503, in: scrape) == 1)
+        #expect(requestCount("/carts/{customer}/items", "POST", 500, in: scrape) == nil)
+        #expect(requestCount("/carts/{customer}", "DELETE", 204, in: scrape) == 1)
       }
     }
   }
