@@ -68,11 +68,13 @@ extension StoreRegistry {
     while !Task.isCancelled,
       let earliest = watched.lazy.map({ $0.leaseHeldUntil.load(ordering: .relaxed) }).min()
     {
-      let due = earliest - self.leaseHost.nowNanoseconds
-      let wait = isFirstPass ? due : max(due, pause)
-      if wait > 0 {
-        do { try await self.leaseHost.hostClock.sleep(for: .nanoseconds(wait)) } catch { return }
-      }
+      let first = isFirstPass
+      do {
+        try await sleep(on: self.leaseHost.hostClock) {
+          let due = earliest - self.leaseHost.nowNanoseconds
+          return first ? due : max(due, pause)
+        }
+      } catch { return }
       let now = self.leaseHost.nowNanoseconds
       watched.removeAll { entry in
         guard entry.leaseHeldUntil.load(ordering: .relaxed) <= now else { return false }
@@ -149,6 +151,20 @@ extension StoreRegistry {
     self.saveFailed(entry.key, token: token, .ownershipLost(currentOwner: nil))
     return false
   }
+}
+
+/// Sleeps on `clock` for the nanoseconds `wait` returns (none when it returns zero or less),
+/// counted from an instant read before `wait` ran.
+///
+/// NB: a deadline, not a length: a clock that moves between the wait's computing and the sleep (a
+/// test's, advanced by another task) shortens the sleep; slept `for` the length, the deadline
+/// would be counted from the moved clock, past the time it was for, and a test's clock never
+/// advanced that far left the watcher asleep.
+private func sleep<C: Clock<Duration>>(on clock: C, _ wait: () -> Int64) async throws {
+  let start = clock.now
+  let nanoseconds = wait()
+  guard nanoseconds > 0 else { return }
+  try await clock.sleep(until: start.advanced(by: .nanoseconds(nanoseconds)), tolerance: nil)
 }
 
 /// A task that calls `renew` every `interval` on `clock`, the first time one interval from now,
