@@ -43,10 +43,10 @@ struct PostgresAnswerWaitTests {
         answerWait: .milliseconds(100)
       )
       #expect(storage.answerWait == .milliseconds(1_100))
-      guard case .acquired(let token, _, _) = try await storage.acquire("alice", owner: "a") else {
-        Issue.record("alice was not acquired")
-        return
-      }
+      let token = try #require(
+        try await storage.acquire("alice", owner: "a").token,
+        "alice was not acquired"
+      )
       proxy.silence()
       let write = SessionWrite(key: "alice", state: Cart.State(customer: "alice"), token: token)
       let lease = SessionLease(key: "alice", token: token)
@@ -93,12 +93,8 @@ struct PostgresAnswerWaitTests {
         client: client,
         table: table
       )
-      guard case .acquired(let first, _, _) = try await storage.acquire("alice", owner: "a"),
-        case .acquired(let second, _, _) = try await storage.acquire("alice", owner: "a")
-      else {
-        Issue.record("alice was not acquired")
-        return
-      }
+      let first = try #require(try await storage.acquire("alice", owner: "a").token)
+      let second = try #require(try await storage.acquire("alice", owner: "a").token)
       #expect(second > first)
       let fresh = Cart.State(customer: "alice", items: ["fresh": 1], version: 1)
       let stale = Cart.State(customer: "alice", items: ["stale": 1], version: 1)

@@ -52,10 +52,10 @@ import UnidirectionalPostgres
     // NB: set up with the default wait (connecting can take a while on a busy machine); the
     // calls under test go through a second storage on the same table, which waits briefly.
     let patient = try await PostgresSessionStorage<String, Cart.State>(client: client, table: table)
-    guard case .acquired(let token, _, _) = try await patient.acquire("alice", owner: "a") else {
-      Issue.record("alice was not acquired")
-      return
-    }
+    let token = try #require(
+      try await patient.acquire("alice", owner: "a").token,
+      "alice was not acquired"
+    )
     let storage = try await PostgresSessionStorage<String, Cart.State>(
       client: client,
       table: table,

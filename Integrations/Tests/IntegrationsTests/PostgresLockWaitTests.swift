@@ -63,10 +63,10 @@ import UnidirectionalPostgres
     try await withStorage { client, table, storage in
       var tokens: [String: UInt64] = [:]
       for key in ["alice", "bob"] {
-        guard case .acquired(let token, _, _) = try await storage.acquire(key, owner: "a") else {
-          Issue.record("\(key) was not acquired")
-          return
-        }
+        let token = try #require(
+          try await storage.acquire(key, owner: "a").token,
+          "\(key) was not acquired"
+        )
         tokens[key] = token
       }
       let (aliceWrite, bobWrite) = (
@@ -108,20 +108,20 @@ import UnidirectionalPostgres
       }
       #expect(try await storage.save([aliceWrite], owner: "a") == [.saved])
       try await storage.release([alice], owner: "a")
-      guard case .acquired = try await storage.acquire("alice", owner: "b") else {
-        Issue.record("alice's lease was not given up once its row was free")
-        return
-      }
+      _ = try #require(
+        try await storage.acquire("alice", owner: "b").token,
+        "alice's lease was not given up once its row was free"
+      )
     }
   }
 
   @Test(.enabled(if: postgresURL != nil, "POSTGRES_URL is not set: no PostgreSQL to test against"))
   func theTablesAdvisoryLockHeldElsewhereFailsSavesWithinTheLockWait() async throws {
     try await withStorage { client, table, storage in
-      guard case .acquired(let token, _, _) = try await storage.acquire("alice", owner: "a") else {
-        Issue.record("alice was not acquired")
-        return
-      }
+      let token = try #require(
+        try await storage.acquire("alice", owner: "a").token,
+        "alice was not acquired"
+      )
       let write = SessionWrite(key: "alice", state: Cart.State(customer: "alice"), token: token)
       let rowsLock = "unidirectional.rows." + table
       try await whileLocked("SELECT pg_advisory_xact_lock(hashtext(\(rowsLock)))", on: client) {

@@ -126,10 +126,10 @@ struct PostgresStorageTests {
         client: client,
         table: table
       )
-      guard case .acquired(let token, _, _) = try await storage.acquire("alice", owner: "a") else {
-        Issue.record("alice was not acquired")
-        return
-      }
+      let token = try #require(
+        try await storage.acquire("alice", owner: "a").token,
+        "alice was not acquired"
+      )
       _ = try await storage.renew([SessionLease(key: "alice", token: token)], owner: "a")
       try await client.query(
         "UPDATE \(unescaped: table)_owners SET alive_until = 'infinity' WHERE owner = 'a'"
@@ -145,10 +145,10 @@ struct PostgresStorageTests {
       #expect(left > .seconds(364 * 86_400) && left <= .seconds(365 * 86_400))
       // Released, the key is free at once, whatever its owner's liveness.
       try await storage.release([SessionLease(key: "alice", token: token)], owner: "a")
-      guard case .acquired = try await storage.acquire("alice", owner: "b") else {
-        Issue.record("alice was not free once released")
-        return
-      }
+      _ = try #require(
+        try await storage.acquire("alice", owner: "b").token,
+        "alice was not free once released"
+      )
     }
   }
 
@@ -261,8 +261,10 @@ struct PostgresStorageTests {
       )
       var leases: [SessionLease<String>] = []
       for index in 0..<64 {
-        guard case .acquired(let token, _, _) = try await storage.acquire("k\(index)", owner: "a")
-        else { Issue.record("k\(index) was not acquired"); return }
+        let token = try #require(
+          try await storage.acquire("k\(index)", owner: "a").token,
+          "k\(index) was not acquired"
+        )
         leases.append(SessionLease(key: "k\(index)", token: token))
       }
       let all = leases

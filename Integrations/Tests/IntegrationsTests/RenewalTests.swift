@@ -16,20 +16,16 @@ func checkRenewalInChunks(
   let count = chunk * 2 + 100
   var leases: [SessionLease<String>] = []
   for index in 0..<count {
-    guard case .acquired(let token, _, _) = try await storage.acquire("k\(index)", owner: "a")
-    else {
-      Issue.record("k\(index) was not acquired")
-      return
-    }
+    let token = try #require(
+      try await storage.acquire("k\(index)", owner: "a").token,
+      "k\(index) was not acquired"
+    )
     leases.append(SessionLease(key: "k\(index)", token: token))
   }
   let taken = ["k5", "k\(chunk - 1)", "k\(chunk)", "k\(count - 1)"]
   for key in taken {
     try await expire(key)
-    guard case .acquired = try await storage.acquire(key, owner: "b") else {
-      Issue.record("\(key) was not taken over")
-      return
-    }
+    _ = try #require(try await storage.acquire(key, owner: "b").token, "\(key) was not taken over")
   }
   let lost = try await storage.renew(leases.shuffled(), owner: "a")
   #expect(Set(lost) == Set(taken))
@@ -83,10 +79,10 @@ func checkOwnerLiveness(
 ) async throws {
   var leases: [SessionLease<String>] = []
   for key in ["k0", "k1", "k2"] {
-    guard case .acquired(let token, _, _) = try await storage.acquire(key, owner: "a") else {
-      Issue.record("\(key) was not acquired")
-      return
-    }
+    let token = try #require(
+      try await storage.acquire(key, owner: "a").token,
+      "\(key) was not acquired"
+    )
     leases.append(SessionLease(key: key, token: token))
   }
   let write = SessionWrite(key: "k0", state: Cart.State(customer: "k0"), token: leases[0].token)
@@ -106,10 +102,10 @@ func checkOwnerLiveness(
   // Once the owner is no longer alive, another takes its key, and the owner's next renewal
   // reports that key, and only that one, lost.
   try await expireOwner("a")
-  guard case .acquired = try await storage.acquire("k0", owner: "b") else {
-    Issue.record("k0 was not taken over once a was no longer alive")
-    return
-  }
+  _ = try #require(
+    try await storage.acquire("k0", owner: "b").token,
+    "k0 was not taken over once a was no longer alive"
+  )
   #expect(try await storage.renew(leases.shuffled(), owner: "a") == ["k0"])
   // Alive again, the owner keeps the rest, and its stale save of the lost key is refused.
   let other = try await storage.acquire("k1", owner: "b")
@@ -166,10 +162,10 @@ struct OwnerLivenessTests {
         client: client,
         table: table
       )
-      guard case .acquired(let token, _, _) = try await storage.acquire("alice", owner: "a") else {
-        Issue.record("alice was not acquired")
-        return
-      }
+      let token = try #require(
+        try await storage.acquire("alice", owner: "a").token,
+        "alice was not acquired"
+      )
       try await client.query(
         "UPDATE \(unescaped: table) SET lease_expires_at = now() + interval '1 second'"
       )

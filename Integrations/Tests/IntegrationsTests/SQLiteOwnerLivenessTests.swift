@@ -53,10 +53,10 @@ func expireSQLiteLease(on key: String, _ path: String, table: String = "sessions
     defer { try? FileManager.default.removeItem(at: directory) }
     let path = directory.appendingPathComponent("carts.sqlite").path
     let storage = try await SQLiteSessionStorage<String, Cart.State>(path: path)
-    guard case .acquired(let token, _, _) = try await storage.acquire("alice", owner: "a") else {
-      Issue.record("alice was not acquired")
-      return
-    }
+    let token = try #require(
+      try await storage.acquire("alice", owner: "a").token,
+      "alice was not acquired"
+    )
     try sqlite(path, "UPDATE sessions SET lease_expiry = 0")
     let write = SessionWrite(key: "alice", state: Cart.State(customer: "alice"), token: token)
     #expect(try await storage.save([write], owner: "a") == [.saved])

@@ -19,6 +19,20 @@ func temporaryDirectory() throws -> URL {
   return url
 }
 
+extension SessionAcquisition {
+  /// The granted lease's token; `nil` when another owner holds the key.
+  var token: UInt64? {
+    guard case .acquired(let token, _, _) = self else { return nil }
+    return token
+  }
+
+  /// The state stored under a granted lease; `nil` when none is stored or the lease is held.
+  var state: State? {
+    guard case .acquired(_, let state, _) = self else { return nil }
+    return state
+  }
+}
+
 /// The storage behaviour both backends share, run against each.
 func checkStorageContract(
   _ makeStorage: @Sendable () async throws -> any SessionStorage<String, Cart.State>,
@@ -106,19 +120,18 @@ func checkStorageContract(
   #expect(long?.message.contains("1024 bytes") == true)
   // A key erased and taken again never repeats a token of a lease from before: a save under one
   // (a store still live then) is refused, not written over the new row.
-  guard case .acquired(let old, _, _) = try await storage.acquire("erin", owner: "node-c") else {
-    Issue.record("erin's lease was not granted")
-    return
-  }
+  let old = try #require(
+    try await storage.acquire("erin", owner: "node-c").token,
+    "erin's lease was not granted"
+  )
   var before = Cart.State(customer: "erin")
   before.items = ["old": 1]
   let write = SessionWrite(key: "erin", state: before, token: old)
   #expect(try await storage.save([write], owner: "node-c") == [.saved])
   #expect(try await storage.erase("erin", token: old, owner: "node-c") == .saved)
-  guard case .acquired(let new, nil, _) = try await storage.acquire("erin", owner: "node-c") else {
-    Issue.record("erin's lease was not granted afresh")
-    return
-  }
+  let afresh = try await storage.acquire("erin", owner: "node-c")
+  let new = try #require(afresh.token, "erin's lease was not granted afresh")
+  #expect(afresh.state == nil)
   #expect(new != old)
   let afterErasure = try await storage.save([write], owner: "node-c")
   #expect(afterErasure == [SessionSaveResult.staleToken(currentOwner: "node-c")])

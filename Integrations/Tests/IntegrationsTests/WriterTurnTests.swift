@@ -42,10 +42,10 @@ import Unidirectional
     let storage = try await SQLiteSessionStorage<String, Cart.State>(path: path)
     var tokens: [String: UInt64] = [:]
     for key in (0..<8).map({ "k\($0)" }) {
-      guard case .acquired(let token, _, _) = try await storage.acquire(key, owner: "a") else {
-        Issue.record("\(key) was not acquired")
-        return
-      }
+      let token = try #require(
+        try await storage.acquire(key, owner: "a").token,
+        "\(key) was not acquired"
+      )
       tokens[key] = token
     }
     let taken = tokens
@@ -76,10 +76,10 @@ import Unidirectional
     defer { try? FileManager.default.removeItem(at: directory) }
     let path = directory.appendingPathComponent("carts.sqlite").path
     let storage = try await SQLiteSessionStorage<String, Cart.State>(path: path)
-    guard case .acquired(let token, _, _) = try await storage.acquire("alice", owner: "a") else {
-      Issue.record("alice was not acquired")
-      return
-    }
+    let token = try #require(
+      try await storage.acquire("alice", owner: "a").token,
+      "alice was not acquired"
+    )
     try sqlite(path, "DROP TABLE sessions")
     let write = SessionWrite(key: "alice", state: Cart.State(customer: "alice"), token: token)
     // Each save throws; had the first kept the turn, the second would wait for it for good.
