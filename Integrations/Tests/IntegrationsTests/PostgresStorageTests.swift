@@ -152,6 +152,54 @@ struct PostgresStorageTests {
     }
   }
 
+  @Test func aLeaseLetGoBetweenTheTakingAndTheLookAtItsHolderIsTakenOnTheNextTry() async throws {
+    // The race an acquisition retries for: its insert finds alice held, and her holder lets her
+    // go before the look at who holds her, so there is nobody to name. A trigger lets her go
+    // once, at the end of the first insert, as a release landing between the two statements.
+    try await withPostgres { client, table in
+      let storage = try await PostgresSessionStorage<String, Cart.State>(
+        client: client,
+        table: table
+      )
+      let held = try #require(
+        try await storage.acquire("alice", owner: "a").token,
+        "alice was not acquired"
+      )
+      let state = Cart.State(customer: "alice", items: ["apple": 1], version: 1)
+      let write = SessionWrite(key: "alice", state: state, token: held)
+      #expect(try await storage.save([write], owner: "a") == [.saved])
+      let letGo = "\(table)_let_go"
+      try await client.query("CREATE TABLE \(unescaped: letGo) (key text)")
+      try await client.query("INSERT INTO \(unescaped: letGo) VALUES ('alice')")
+      try await client.query(
+        """
+        CREATE FUNCTION \(unescaped: letGo)() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          UPDATE \(unescaped: table) SET owner = NULL
+            WHERE key IN (SELECT key FROM \(unescaped: letGo));
+          DELETE FROM \(unescaped: letGo);
+          RETURN NULL;
+        END $$
+        """
+      )
+      try await client.query(
+        """
+        CREATE TRIGGER \(unescaped: letGo) AFTER INSERT ON \(unescaped: table)
+        FOR EACH STATEMENT EXECUTE FUNCTION \(unescaped: letGo)()
+        """
+      )
+      let taken = try await storage.acquire("alice", owner: "b")
+      try await client.query("DROP TABLE \(unescaped: letGo)")
+      try await client.query("DROP TRIGGER \(unescaped: letGo) ON \(unescaped: table)")
+      try await client.query("DROP FUNCTION \(unescaped: letGo)()")
+      let token = try #require(taken.token, "alice, let go, was answered \(taken)")
+      #expect(token != held)
+      #expect(taken.state == state)
+      // The holder's save under the lease it let go is refused.
+      #expect(try await storage.save([write], owner: "a") == [.staleToken(currentOwner: "b")])
+    }
+  }
+
   @Test func storedTokensAtEitherEndOfTheRangeAreServedAndAnEndlessLeaseIsHeld() async throws {
     try await withPostgres { client, table in
       let storage = try await PostgresSessionStorage<String, Cart.State>(
