@@ -160,7 +160,7 @@ extension StoreRegistry {
 /// test's, advanced by another task) shortens the sleep; slept `for` the length, the deadline
 /// would be counted from the moved clock, past the time it was for, and a test's clock never
 /// advanced that far left the watcher asleep.
-private func sleep<C: Clock<Duration>>(on clock: C, _ wait: () -> Int64) async throws {
+func sleep<C: Clock<Duration>>(on clock: C, _ wait: () -> Int64) async throws {
   let start = clock.now
   let nanoseconds = wait()
   guard nanoseconds > 0 else { return }
