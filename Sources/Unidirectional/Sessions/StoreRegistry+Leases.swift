@@ -68,11 +68,10 @@ extension StoreRegistry {
     while !Task.isCancelled,
       let earliest = watched.lazy.map({ $0.leaseHeldUntil.load(ordering: .relaxed) }).min()
     {
-      let first = isFirstPass
       do {
         try await sleep(on: self.leaseHost.hostClock) {
           let due = earliest - self.leaseHost.nowNanoseconds
-          return first ? due : max(due, pause)
+          return isFirstPass ? due : max(due, pause)
         }
       } catch { return }
       let now = self.leaseHost.nowNanoseconds
