@@ -88,11 +88,7 @@ struct PostgresAnswerWaitTests {
   @Test func anOwnerTakingItsOwnUnexpiredLeaseAgainGetsANewTokenSoItsEarlierSavesAreRefused()
     async throws
   {
-    try await withPostgres { client, table in
-      let storage = try await PostgresSessionStorage<String, Cart.State>(
-        client: client,
-        table: table
-      )
+    try await withPostgresStorage { client, table, storage in
       let first = try #require(try await storage.acquire("alice", owner: "a").token)
       let second = try #require(try await storage.acquire("alice", owner: "a").token)
       #expect(second > first)

@@ -42,6 +42,21 @@ func withPostgres(
   try await client.query("DROP TABLE IF EXISTS \(unescaped: table), \(unescaped: table)_owners")
 }
 
+/// Runs `body` as ``withPostgres(_:)`` does, with a storage of carts on its table.
+func withPostgresStorage(
+  _ body:
+    @Sendable (PostgresClient, String, PostgresSessionStorage<String, Cart.State>)
+    async throws -> Void
+) async throws {
+  try await withPostgres { client, table in
+    try await body(
+      client,
+      table,
+      try await PostgresSessionStorage<String, Cart.State>(client: client, table: table)
+    )
+  }
+}
+
 /// Ends `owner`'s leases on `table` as waiting out their expiry would: the rows' expiry and the
 /// owner's liveness both behind the database's clock.
 func expireLeases(of owner: String, table: String, _ client: PostgresClient) async throws {
@@ -121,11 +136,7 @@ struct PostgresStorageTests {
   @Test func anOwnerAliveForeverHoldsItsKeysAndSaysSoForAYearAtMost() async throws {
     // Hostile or mistaken liveness (an owner's row set to 'infinity' by hand): its keys are held,
     // and the time left that a `Retry-After` would carry stays a number.
-    try await withPostgres { client, table in
-      let storage = try await PostgresSessionStorage<String, Cart.State>(
-        client: client,
-        table: table
-      )
+    try await withPostgresStorage { client, table, storage in
       let token = try #require(
         try await storage.acquire("alice", owner: "a").token,
         "alice was not acquired"
@@ -156,11 +167,7 @@ struct PostgresStorageTests {
     // The race an acquisition retries for: its insert finds alice held, and her holder lets her
     // go before the look at who holds her, so there is nobody to name. A trigger lets her go
     // once, at the end of the first insert, as a release landing between the two statements.
-    try await withPostgres { client, table in
-      let storage = try await PostgresSessionStorage<String, Cart.State>(
-        client: client,
-        table: table
-      )
+    try await withPostgresStorage { client, table, storage in
       let held = try #require(
         try await storage.acquire("alice", owner: "a").token,
         "alice was not acquired"
@@ -201,11 +208,7 @@ struct PostgresStorageTests {
   }
 
   @Test func storedTokensAtEitherEndOfTheRangeAreServedAndAnEndlessLeaseIsHeld() async throws {
-    try await withPostgres { client, table in
-      let storage = try await PostgresSessionStorage<String, Cart.State>(
-        client: client,
-        table: table
-      )
+    try await withPostgresStorage { client, table, storage in
       func carts() -> Carts {
         Carts(storage: storage, owner: "a") {
           Cart.State(customer: $0)
@@ -245,11 +248,7 @@ struct PostgresStorageTests {
   }
 
   @Test func aKeyWithANULIsRefusedNamingItNotAsTheDatabasesEncodingError() async throws {
-    try await withPostgres { client, table in
-      let storage = try await PostgresSessionStorage<String, Cart.State>(
-        client: client,
-        table: table
-      )
+    try await withPostgresStorage { client, table, storage in
       let load = await #expect(throws: PostgresSessionStorageError.self) {
         _ = try await storage.load("a\0b")
       }
@@ -273,11 +272,7 @@ struct PostgresStorageTests {
   }
 
   @Test func manyWaitingSendsAreSavedInFewStatements() async throws {
-    try await withPostgres { client, table in
-      let storage = try await PostgresSessionStorage<String, Cart.State>(
-        client: client,
-        table: table
-      )
+    try await withPostgresStorage { client, table, storage in
       let carts = Carts(storage: storage, owner: "a") {
         Cart.State(customer: $0)
       } reducer: {
@@ -302,11 +297,7 @@ struct PostgresStorageTests {
   /// instance's group commit and lease keeper do: PostgreSQL must never find them deadlocked
   /// (it aborts one, and a customer's add answers 503).
   @Test func savesRenewalsAndReleasesOfOverlappingKeysNeverDeadlock() async throws {
-    try await withPostgres { client, table in
-      let storage = try await PostgresSessionStorage<String, Cart.State>(
-        client: client,
-        table: table
-      )
+    try await withPostgresStorage { client, table, storage in
       var leases: [SessionLease<String>] = []
       for index in 0..<64 {
         let token = try #require(

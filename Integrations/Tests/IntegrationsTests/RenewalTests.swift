@@ -53,11 +53,7 @@ func checkRenewalInChunks(
 
   @Test(.enabled(if: postgresURL != nil, "POSTGRES_URL is not set: no PostgreSQL to test against"))
   func postgresRenewsManyLeasesInChunksAndReportsEveryOneLost() async throws {
-    try await withPostgres { client, table in
-      let storage = try await PostgresSessionStorage<String, Cart.State>(
-        client: client,
-        table: table
-      )
+    try await withPostgresStorage { client, table, storage in
       try await checkRenewalInChunks(
         storage,
         chunk: PostgresSessionStorage<String, Cart.State>.renewalChunk
@@ -120,11 +116,7 @@ func checkOwnerLiveness(
 )
 struct OwnerLivenessTests {
   @Test func aRenewalWritesNoSessionRowAndALiveOwnerKeepsEveryLease() async throws {
-    try await withPostgres { client, table in
-      let storage = try await PostgresSessionStorage<String, Cart.State>(
-        client: client,
-        table: table
-      )
+    try await withPostgresStorage { client, table, storage in
       try await checkOwnerLiveness(
         storage,
         rows: {
@@ -157,11 +149,7 @@ struct OwnerLivenessTests {
   @Test func aSaveMovesItsRowsExpiryOnSoAnEarlierReleaseStillSeesTheKeyHeld() async throws {
     // An instance of the release before kept leases by their rows alone; while it runs beside
     // this one (a rolling deploy), a key this one saves stays held in its eyes too.
-    try await withPostgres { client, table in
-      let storage = try await PostgresSessionStorage<String, Cart.State>(
-        client: client,
-        table: table
-      )
+    try await withPostgresStorage { client, table, storage in
       let token = try #require(
         try await storage.acquire("alice", owner: "a").token,
         "alice was not acquired"
